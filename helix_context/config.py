@@ -1,0 +1,468 @@
+"""Settings: helix.toml + HELIX_* environment → one frozen, typed object.
+
+Every process (backend, supervisor, tray, CLI, MCP server) reads its settings
+through `load_config()`, so a typo in helix.toml fails the same way everywhere:
+at start-up, naming the key and the file, instead of being silently ignored.
+
+Environment overrides: any setting can be set as ``HELIX_<SECTION>_<KEY>``
+(e.g. ``HELIX_SERVER_PORT=11500``); a few historic names are kept as aliases
+(``HELIX_BUDGET_ZONE``, ``HELIX_DISABLE_HEADROOM``, ``HELIX_OTEL_ENABLED``,
+``HELIX_OTEL_ENDPOINT``, ``HELIX_MCP_URL``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import os
+import platform
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 11437
+
+
+class ConfigError(ValueError):
+    """A setting is unknown, has the wrong type, or the file cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    max_body_bytes: int = 8_000_000
+    allowed_ingest_roots: tuple[str, ...] = ()
+    log_level: str = "info"
+
+
+@dataclass(frozen=True)
+class GenomeSettings:
+    path: str = ""  # empty: HELIX_HOME/genome.db
+    busy_timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    max_file_bytes: int = 2_000_000
+    max_chunk_chars: int = 2_400
+    respect_gitignore: bool = True
+    ignore: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    enabled: bool = True
+    batch_size: int = 32
+    max_tokens: int = 128  # each gene is embedded from its first N word pieces
+    model_dir: str = ""  # empty: HELIX_HOME/models
+
+
+@dataclass(frozen=True)
+class NerSettings:
+    enabled: bool = True
+    model: str = "en_core_web_sm"
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    max_genes: int = 12
+    fusion: str = "weighted"  # weighted | rrf
+    score_floor: float = 0.35  # fraction of the top fused score
+    abstain_below: float = 0.0
+    candidate_pool: int = 200
+    weight_fts: float = 1.0
+    weight_tags: float = 0.6
+    weight_path: float = 0.5
+    weight_dense: float = 1.0
+    weight_coactivation: float = 0.15
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    token_budget: int = 12_000
+    zone_enabled: bool = False
+    default_context_window: int = 8_192
+    answer_reserve_tokens: int = 1_024
+    zone_max_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class AssemblySettings:
+    decoder_mode: str = "condensed"  # full | condensed | minimal | none
+    headroom: bool = True
+    small_model_max_params_b: float = 3.0
+    answer_slate_tokens: int = 200
+
+
+@dataclass(frozen=True)
+class WeighSettings:
+    half_life_stable_s: float = 7 * 86_400.0
+    half_life_medium_s: float = 12 * 3_600.0
+    half_life_hot_s: float = 15 * 60.0
+    coordinate_floor: float = 0.30
+    verified_threshold: float = 0.5
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    upstream_url: str = "http://127.0.0.1:11434"
+    upstream_kind: str = "auto"  # auto | ollama | openai
+    timeout_s: float = 120.0
+    connect_timeout_s: float = 5.0
+    inject_context: bool = True
+    default_model: str = ""
+
+
+@dataclass(frozen=True)
+class RibosomeSettings:
+    enabled: bool = False
+    model: str = ""
+    timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    health_interval_s: float = 1.0
+    health_timeout_s: float = 2.0
+    hung_after_failures: int = 3
+    start_timeout_s: float = 30.0
+    stop_timeout_s: float = 5.0
+    backoff_initial_s: float = 0.25
+    backoff_max_s: float = 30.0
+    flap_window_s: float = 60.0
+    flap_max_restarts: int = 5
+    budget_zone: bool = True
+    log_max_bytes: int = 5_000_000
+    log_backups: int = 3
+
+
+@dataclass(frozen=True)
+class WatcherSettings:
+    gpu_interval_s: float = 5.0
+    ollama_interval_s: float = 5.0
+    ollama_url: str = "http://127.0.0.1:11434"
+    vram_pressure_pct: float = 90.0
+    chat_model: str = ""
+    allowed_models: tuple[str, ...] = ()
+    pressure_action: str = "notify"  # notify | pause_ribosome | unload_ribosome
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    enabled: bool = False
+    endpoint: str = "http://127.0.0.1:4318"
+    protocol: str = "http"  # http | grpc
+    export_interval_s: float = 10.0
+    include_query_text: bool = False
+    grafana_url: str = ""
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    url: str = ""  # empty: http://<server.host>:<server.port>
+    max_tokens: int = 20_000
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Attribution:
+    org: str
+    device: str
+    user: str
+    agent: str
+
+
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("retrieval", "fusion"): ("weighted", "rrf"),
+    ("assembly", "decoder_mode"): ("full", "condensed", "minimal", "none"),
+    ("proxy", "upstream_kind"): ("auto", "ollama", "openai"),
+    ("watchers", "pressure_action"): ("notify", "pause_ribosome", "unload_ribosome"),
+    ("telemetry", "protocol"): ("http", "grpc"),
+}
+
+_SECTIONS: dict[str, type] = {
+    "server": ServerSettings,
+    "genome": GenomeSettings,
+    "ingest": IngestSettings,
+    "embedding": EmbeddingSettings,
+    "ner": NerSettings,
+    "retrieval": RetrievalSettings,
+    "budget": BudgetSettings,
+    "assembly": AssemblySettings,
+    "weigh": WeighSettings,
+    "proxy": ProxySettings,
+    "ribosome": RibosomeSettings,
+    "supervisor": SupervisorSettings,
+    "watchers": WatcherSettings,
+    "telemetry": TelemetrySettings,
+    "mcp": McpSettings,
+}
+
+_ENV_ALIASES: dict[str, tuple[str, str]] = {
+    "HELIX_BUDGET_ZONE": ("budget", "zone_enabled"),
+    "HELIX_DISABLE_HEADROOM": ("assembly", "headroom"),  # inverted below
+    "HELIX_OTEL_ENABLED": ("telemetry", "enabled"),
+    "HELIX_OTEL_ENDPOINT": ("telemetry", "endpoint"),
+    "HELIX_MCP_URL": ("mcp", "url"),
+    "HELIX_HOST": ("server", "host"),
+    "HELIX_PORT": ("server", "port"),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    config_path: Path | None
+    server: ServerSettings = field(default_factory=ServerSettings)
+    genome: GenomeSettings = field(default_factory=GenomeSettings)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    ner: NerSettings = field(default_factory=NerSettings)
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    assembly: AssemblySettings = field(default_factory=AssemblySettings)
+    weigh: WeighSettings = field(default_factory=WeighSettings)
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    ribosome: RibosomeSettings = field(default_factory=RibosomeSettings)
+    supervisor: SupervisorSettings = field(default_factory=SupervisorSettings)
+    watchers: WatcherSettings = field(default_factory=WatcherSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
+    synonyms: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    api_key: str = ""
+    attribution: Attribution = field(
+        default_factory=lambda: Attribution("local", platform.node() or "device", "user", "cli")
+    )
+
+    @property
+    def genome_path(self) -> Path:
+        return Path(self.genome.path).expanduser() if self.genome.path else self.home / "genome.db"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def signals_dir(self) -> Path:
+        return self.home / "shared" / "signals"
+
+    @property
+    def models_dir(self) -> Path:
+        return Path(self.embedding.model_dir).expanduser() if self.embedding.model_dir else self.home / "models"
+
+    @property
+    def base_url(self) -> str:
+        host = self.server.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.server.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return self.mcp.url or self.base_url
+
+    def replace(self, **sections: Any) -> "Settings":
+        """Copy with whole sections or single keys changed: replace(server={"port": 1})."""
+        changes: dict[str, Any] = {}
+        for name, value in sections.items():
+            current = getattr(self, name)
+            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+                changes[name] = dataclasses.replace(current, **value)
+            else:
+                changes[name] = value
+        return dataclasses.replace(self, **changes)
+
+
+def default_home() -> Path:
+    env = os.environ.get("HELIX_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".helix"
+
+
+def _repo_config() -> Path | None:
+    """helix.toml next to the source tree (an editable install), else the CWD's."""
+    for candidate in (Path(__file__).resolve().parent.parent / "helix.toml", Path.cwd() / "helix.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_config_path() -> Path | None:
+    env = os.environ.get("HELIX_CONFIG")
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"HELIX_CONFIG points at {path}, which is not a file. Fix the path or unset HELIX_CONFIG.")
+        return path
+    home_cfg = default_home() / "helix.toml"
+    if home_cfg.is_file():
+        return home_cfg
+    return _repo_config()
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check a TOML value against the dataclass field type; return it normalised."""
+    origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {type(value).__name__} ({value!r})")
+        item_tp = typing.get_args(tp)[0]
+        return tuple(_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: unsupported type {_type_name(tp)}")
+
+
+def _parse_env_value(raw: str, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{where} must be 1/0 or true/false, got {raw!r}")
+    if tp is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{where} must be an integer, got {raw!r}") from None
+    if tp is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{where} must be a number, got {raw!r}") from None
+    if origin is tuple:
+        return tuple(p.strip() for p in raw.split(os.pathsep if "path" in where or "roots" in where else ",") if p.strip())
+    return raw
+
+
+def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(
+                f"unknown setting [{name}] {key} in {source}; known keys: {', '.join(sorted(known))}"
+            )
+        coerced = _coerce(value, hints[key], f"[{name}] {key} in {source}")
+        choices = _CHOICES.get((name, key))
+        if choices and coerced not in choices:
+            raise ConfigError(f"[{name}] {key} in {source} must be one of {', '.join(choices)}, got {coerced!r}")
+        values[key] = coerced
+    return cls(**values)
+
+
+def _env_overrides(env: typing.Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for var, (section, key) in _ENV_ALIASES.items():
+        if var in env:
+            tp = typing.get_type_hints(_SECTIONS[section])[key]
+            value = _parse_env_value(env[var], tp, var)
+            if var == "HELIX_DISABLE_HEADROOM":
+                value = not value
+            out.setdefault(section, {})[key] = value
+    for var, raw in env.items():
+        if not var.startswith("HELIX_") or var in _ENV_ALIASES:
+            continue
+        rest = var[len("HELIX_"):].lower()
+        for section, cls in _SECTIONS.items():
+            prefix = section + "_"
+            if rest.startswith(prefix):
+                key = rest[len(prefix):]
+                hints = typing.get_type_hints(cls)
+                if key in hints:
+                    out.setdefault(section, {})[key] = _parse_env_value(raw, hints[key], var)
+                break
+    return out
+
+
+def _attribution(env: typing.Mapping[str, str]) -> Attribution:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name on some service accounts
+        user = "user"
+    return Attribution(
+        org=env.get("HELIX_ORG") or "local",
+        device=env.get("HELIX_DEVICE") or platform.node() or "device",
+        user=env.get("HELIX_USER") or user,
+        agent=env.get("HELIX_AGENT") or "helix",
+    )
+
+
+def load_config(path: str | Path | None = None, env: typing.Mapping[str, str] | None = None) -> Settings:
+    """Read helix.toml (explicit path, HELIX_CONFIG, HELIX_HOME, or the repo's) and the environment."""
+    env = os.environ if env is None else env
+    config_path = Path(path).expanduser() if path is not None else find_config_path()
+    raw: dict[str, Any] = {}
+    source = str(config_path) if config_path else "<defaults>"
+    if config_path is not None:
+        try:
+            raw = tomllib.loads(config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {config_path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{config_path} is not valid TOML: {exc}. Fix the line it names.") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{config_path} is not UTF-8 text") from None
+
+    sections: dict[str, Any] = {}
+    overrides = _env_overrides(env)
+    for key in raw:
+        if key not in _SECTIONS and key != "synonyms":
+            raise ConfigError(
+                f"unknown section [{key}] in {source}; known sections: {', '.join(sorted([*_SECTIONS, 'synonyms']))}"
+            )
+    for name, cls in _SECTIONS.items():
+        table = raw.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{name}] in {source} must be a table")
+        merged = {**table, **overrides.get(name, {})}
+        sections[name] = _build_section(name, cls, merged, source)
+
+    synonyms_raw = raw.get("synonyms", {})
+    if not isinstance(synonyms_raw, dict):
+        raise ConfigError(f"[synonyms] in {source} must be a table of word = [alternatives]")
+    synonyms: dict[str, tuple[str, ...]] = {}
+    for word, alts in synonyms_raw.items():
+        synonyms[word.lower()] = tuple(a.lower() for a in _coerce(alts, tuple[str, ...], f"[synonyms] {word} in {source}"))
+
+    home = Path(env["HELIX_HOME"]).expanduser() if env.get("HELIX_HOME") else Path.home() / ".helix"
+    return Settings(
+        home=home,
+        config_path=config_path,
+        synonyms=synonyms,
+        api_key=env.get("HELIX_API_KEY", ""),
+        attribution=_attribution(env),
+        **sections,
+    )

@@ -1,0 +1,73 @@
+"""Plain data passed between stages (ingest → genome → retrieve → assemble/weigh).
+
+Kept free of behaviour and imports so that every stage can be tested with
+hand-built values and no server, store or model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# content types understood by the chunker and the compressor
+CONTENT_TYPES = ("code", "markdown", "text", "log", "config", "json", "diff")
+# lifecycle tiers
+TIERS = ("open", "aging", "archived")
+# how a gene's source came to be known
+SOURCE_KINDS = ("file", "api", "session", "import")
+# how fast its truth decays: stable 7 d, medium 12 h, hot 15 min
+VOLATILITY = ("stable", "medium", "hot")
+# primary: read from the source; derived: computed from it; inferred: guessed (e.g. an LLM summary)
+AUTHORITY = ("primary", "derived", "inferred")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a source text, before it becomes a gene."""
+
+    content: str
+    content_type: str  # one of CONTENT_TYPES
+    language: str | None
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    symbol: str | None = None  # function / class name, or heading text
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source_kind: str = "file"
+    volatility_class: str = "stable"
+    authority_class: str = "primary"
+    observed_at: float = 0.0  # unix seconds when ingested
+    last_verified_at: float = 0.0
+    source_mtime: float | None = None
+    source_hash: str | None = None  # sha256 of the whole source file at ingest
+
+
+@dataclass(frozen=True)
+class Gene:
+    """One stored chunk with everything needed to rank, show and verify it."""
+
+    gene_id: str  # content hash
+    content: str
+    content_type: str
+    language: str | None
+    source_path: str | None
+    project: str | None
+    start_line: int
+    end_line: int
+    symbol: str | None = None
+    tags: tuple[str, ...] = ()
+    facts: tuple[tuple[str, str], ...] = ()  # key=value pairs
+    provenance: Provenance = field(default_factory=Provenance)
+    org: str = ""
+    device: str = ""
+    user: str = ""
+    agent: str = ""
+    tier: str = "open"
+    access_count: int = 0
+    rowid: int | None = None  # the store's integer id; None before insert
+
+    @property
+    def src(self) -> str:
+        path = self.source_path or self.gene_id
+        return f"{path}:{self.start_line}-{self.end_line}"

@@ -1,0 +1,60 @@
+"""Application factory. The configured app object is the one piece of global state."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+
+from helix_context import signals
+from helix_context.config import Settings, load_config
+from helix_context.server.errors import install_error_handlers
+from helix_context.server.security import GuardMiddleware
+
+log = logging.getLogger("helix.server")
+
+# Route modules register themselves here; each is a small APIRouter module.
+ROUTERS = (
+    "helix_context.server.routes_health",
+    "helix_context.server.routes_admin",
+)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or load_config()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from helix_context.manager import HelixContextManager
+
+        app.state.started_at = time.time()
+        app.state.helix = HelixContextManager(settings)
+        signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
+                                   home=settings.home)
+        log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
+        try:
+            yield
+        finally:
+            app.state.helix.close()
+            signals.write_server_state("stopped", pid=os.getpid(), reason="clean stop", actor="backend",
+                                       home=settings.home)
+
+    app = FastAPI(
+        title="Helix Context",
+        version="0.1.0",
+        description="Local context server: expressed context, trust-verdict packets, and an OpenAI-compatible proxy.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    import importlib
+
+    for module_name in ROUTERS:
+        module = importlib.import_module(module_name)
+        app.include_router(module.router)
+    app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes)
+    return app

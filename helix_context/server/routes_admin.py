@@ -1,0 +1,45 @@
+"""Admin routes (loopback-only unless HELIX_API_KEY is set; see security.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from helix_context import signals
+from helix_context.manager import HelixContextManager
+from helix_context.server.deps import get_helix
+
+router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+class AnnounceRestart(BaseModel):
+    reason: str = Field("requested", max_length=500)
+    actor: str = Field("api", max_length=100)
+    expected_downtime_s: float = Field(5.0, ge=0, le=3600)
+
+
+@router.post("/announce_restart")
+def announce_restart(body: AnnounceRestart, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    signal = signals.announce_restart(body.reason, body.actor, body.expected_downtime_s, os.getpid(),
+                                      home=helix.settings.home)
+    return signal.as_dict()
+
+
+@router.get("/ribosome")
+def ribosome_state(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    return helix.ribosome_state()
+
+
+@router.post("/ribosome/pause")
+def ribosome_pause(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    helix.set_ribosome_paused(True)
+    return helix.ribosome_state()
+
+
+@router.post("/ribosome/resume")
+def ribosome_resume(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    helix.set_ribosome_paused(False)
+    return helix.ribosome_state()

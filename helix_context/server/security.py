@@ -1,0 +1,107 @@
+"""Request guards: API key, loopback-only admin routes, body size limit.
+
+Pure ASGI middleware (not BaseHTTPMiddleware) so streaming proxy responses
+pass through untouched and the checks cost microseconds.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from typing import Any, Awaitable, Callable
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+OPEN_PATHS = {"/health"}  # liveness must answer the supervisor without a key
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host in ("localhost", "testclient"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str) -> None:
+    """Refuse to expose the genome to the network without a key."""
+    if not is_loopback(host) and not api_key:
+        raise SystemExit(
+            f"refusing to bind {host}: binding a non-loopback address requires HELIX_API_KEY. "
+            "Set HELIX_API_KEY=<secret> or bind 127.0.0.1."
+        )
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+class GuardMiddleware:
+    def __init__(self, app: Any, *, api_key: str, max_body_bytes: int) -> None:
+        self.app = app
+        self.api_key = api_key
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        client = scope.get("client")
+        client_host = client[0] if client else None
+
+        if self.api_key and path not in OPEN_PATHS:
+            supplied = headers.get("x-api-key", "")
+            auth = headers.get("authorization", "")
+            if auth.lower().startswith("bearer "):
+                supplied = supplied or auth[7:].strip()
+            if not hmac.compare_digest(supplied.encode(), self.api_key.encode()):
+                await _send_json(send, 401, {"error": {"message": "missing or wrong API key: send it as "
+                                 "'Authorization: Bearer <HELIX_API_KEY>' or 'X-API-Key'", "type": "unauthorized"}})
+                return
+        elif path.startswith("/admin") and not is_loopback(client_host):
+            await _send_json(send, 403, {"error": {"message": "admin routes answer loopback callers only; "
+                             "set HELIX_API_KEY to allow remote admin", "type": "forbidden"}})
+            return
+
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                too_big = int(declared) > self.max_body_bytes
+            except ValueError:
+                too_big = False
+            if too_big:
+                await _send_json(send, 413, {"error": {"message": f"request body over {self.max_body_bytes} bytes; "
+                                 "send less or raise [server] max_body_bytes", "type": "payload_too_large"}})
+                return
+
+        limit = self.max_body_bytes
+        seen = 0
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge()
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except BodyTooLarge:
+            await _send_json(send, 413, {"error": {"message": f"request body over {limit} bytes", "type": "payload_too_large"}})
+
+
+class BodyTooLarge(Exception):
+    pass
