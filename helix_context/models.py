@@ -71,3 +71,37 @@ class Gene:
     def src(self) -> str:
         path = self.source_path or self.gene_id
         return f"{path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass(frozen=True)
+class QuerySignals:
+    """What retrieval extracted from the query text."""
+
+    text: str
+    terms: tuple[str, ...] = ()  # lowercased words, stop words removed
+    identifiers: tuple[str, ...] = ()  # whole identifiers as written (snake_case, camelCase, dotted)
+    identifier_parts: tuple[str, ...] = ()  # their split parts
+    path_tokens: tuple[str, ...] = ()  # file names, path segments, extensions mentioned
+    phrases: tuple[str, ...] = ()  # "quoted phrases"
+    expansions: tuple[str, ...] = ()  # synonyms from helix.toml
+
+
+@dataclass(frozen=True)
+class ScoredGene:
+    """A retrieval result: the gene, its fused score, and what each scorer gave it."""
+
+    gene: Gene
+    score: float
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The ranked, gated answer of the retrieval stage."""
+
+    query: QuerySignals
+    items: tuple[ScoredGene, ...]  # best first, already gated by floor / tier / zone
+    tier: str  # tight | focused | broad | abstain
+    candidates: int = 0  # genes any scorer found before gating
+    zone_cap: int | None = None  # genes allowed by the budget zone, when it applied
+    stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -21,6 +21,7 @@ log = logging.getLogger("helix.server")
 ROUTERS = (
     "helix_context.server.routes_health",
     "helix_context.server.routes_admin",
+    "helix_context.server.routes_context",
 )
 
 

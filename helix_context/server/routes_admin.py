@@ -43,3 +43,31 @@ def ribosome_pause(helix: HelixContextManager = Depends(get_helix)) -> dict[str,
 def ribosome_resume(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     helix.set_ribosome_paused(False)
     return helix.ribosome_state()
+
+
+@router.post("/refresh")
+def refresh(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Re-ingest every known source file (incremental: unchanged files are not re-read)."""
+    return helix.refresh().to_dict()
+
+
+@router.post("/vacuum")
+def vacuum(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    return helix.genome.vacuum()
+
+
+@router.post("/checkpoint")
+def checkpoint(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    return helix.genome.checkpoint()
+
+
+@router.post("/compact")
+def compact(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Mark genes whose source file changed or vanished since ingest."""
+    return helix.compact()
+
+
+@router.post("/kv-backfill")
+def kv_backfill(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Re-extract key=value facts (and missing embeddings) for stored genes."""
+    return helix.kv_backfill()

@@ -1,0 +1,276 @@
+"""Assemble expressed context: the best genes, compressed per content type, under a token budget.
+
+Output shape (kept from the original Helix; models and agents parse it):
+
+    <expressed_context>
+    <GENE src="path:start-end" facts="k=v; ...">…</GENE>
+    </expressed_context>
+
+Small and mixture-of-experts models get an answer slate first: the delivered
+genes' key=value facts in the first ~200 tokens, then genes strictly
+most-relevant-first, so the answer sits inside every sliding-window layer.
+Larger models get genes grouped by file in source order, which reads better.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from html import escape
+from typing import Any, Protocol
+
+from helix_context.config import AssemblySettings, WeighSettings
+from helix_context.model_profile import ModelProfile, profile
+from helix_context.models import QuerySignals, Retrieval, ScoredGene
+from helix_context.retrieve.budget import ZoneCap
+from helix_context.retrieve.retriever import coverage
+from helix_context.tokens import count_tokens, truncate_to_tokens
+from helix_context.weigh import freshness
+
+MIN_GENE_TOKENS = 40  # below this a gene fragment says nothing useful
+MAX_FACTS_PER_GENE = 6
+
+DECODERS = {
+    "full": ("The genes below are excerpts of the user's own files, retrieved for this question and compressed. "
+             "src gives file:lines; facts lists key=value pairs found there; '…' marks elided lines. "
+             "Prefer these over memory, cite src when you use one, and say so when they do not answer."),
+    "condensed": "Retrieved excerpts of the user's files (src=file:lines; facts=key=value; … = elided). Cite src.",
+    "minimal": "Context:",
+    "none": "",
+}
+
+
+class CompressorLike(Protocol):
+    def compress(self, text: str, content_type: str, language: str | None = None, *, query: str = "",
+                 max_tokens: int | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ContextHealth:
+    coverage: float  # share of query words found in what was delivered
+    density: float  # share of delivered tokens from genes that match the query literally
+    freshness: float  # mean freshness of delivered genes
+    resolution_confidence: float  # how sure we are the best gene answers the query
+    status: str  # aligned | sparse | stale | denatured
+    genes_expressed: int
+    genes_available: int
+
+
+@dataclass(frozen=True)
+class DeliveredGene:
+    gene_id: str
+    src: str
+    score: float
+    tokens: int
+    original_tokens: int
+    method: str
+    critical_total: int
+    critical_kept: int
+    critical_kept_raw: int
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    query: str
+    expressed_context: str
+    context_health: ContextHealth
+    tier: str
+    tokens: int
+    budget_tokens: int
+    genes: tuple[DeliveredGene, ...]
+    model: ModelProfile | None = None
+    layout: str = "standard"
+    zone: ZoneCap | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def critical_keep_rate(self) -> float:
+        total = sum(g.critical_total for g in self.genes)
+        return 1.0 if total == 0 else sum(g.critical_kept for g in self.genes) / total
+
+    @property
+    def compression_ratio(self) -> float:
+        original = sum(g.original_tokens for g in self.genes)
+        return 1.0 if original == 0 else sum(g.tokens for g in self.genes) / original
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "expressed_context": self.expressed_context,
+            "context_health": asdict(self.context_health),
+            "tier": self.tier,
+            "tokens": self.tokens,
+            "budget_tokens": self.budget_tokens,
+            "layout": self.layout,
+            "model": self.model.name if self.model else None,
+            "genes": [asdict(g) for g in self.genes],
+            "zone": asdict(self.zone) if self.zone else None,
+            "compression_ratio": round(self.compression_ratio, 4),
+            "critical_keep_rate": round(self.critical_keep_rate, 4),
+            "stage_seconds": {k: round(v, 6) for k, v in self.stage_seconds.items()},
+        }
+
+
+def _attr(value: str) -> str:
+    return escape(value, quote=True)
+
+
+def _facts_for(item: ScoredGene, qs: QuerySignals) -> list[tuple[str, str]]:
+    """The gene's facts, those the query mentions first."""
+    wanted = {t.lower() for t in (*qs.terms, *qs.identifier_parts, *qs.identifiers)}
+    facts = list(item.gene.facts)
+    facts.sort(key=lambda kv: 0 if any(w in kv[0].lower() for w in wanted) else 1)
+    return facts[:MAX_FACTS_PER_GENE]
+
+
+def _gene_block(item: ScoredGene, body: str, facts: list[tuple[str, str]]) -> str:
+    facts_attr = "; ".join(f"{k}={v}" for k, v in facts)
+    attrs = f'src="{_attr(item.gene.src)}"'
+    if facts_attr:
+        attrs += f' facts="{_attr(facts_attr)}"'
+    return f"<GENE {attrs}>\n{body.rstrip()}\n</GENE>"
+
+
+def _answer_slate(items: Sequence[ScoredGene], qs: QuerySignals, max_tokens: int) -> str:
+    lines: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        for key, value in _facts_for(item, qs):
+            line = f"{key}={value}  ({item.gene.source_path or item.gene.gene_id}:{item.gene.start_line})"
+            if key in seen:
+                continue
+            candidate = "\n".join([*lines, line])
+            if count_tokens(candidate) > max_tokens:
+                break
+            seen.add(key)
+            lines.append(line)
+    return "<answer_slate>\n" + "\n".join(lines) + "\n</answer_slate>" if lines else ""
+
+
+def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts: Sequence[int],
+            weigh_settings: WeighSettings, now: float) -> ContextHealth:
+    qs = retrieval.query
+    if not delivered:
+        return ContextHealth(0.0, 0.0, 0.0, 0.0, "denatured", 0, retrieval.candidates)
+    wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
+    text = " ".join(i.gene.content.lower() + " " + (i.gene.source_path or "").lower() for i in delivered)
+    cov = sum(1 for w in wanted if w in text) / len(wanted) if wanted else 0.0
+    per_gene = [coverage(qs, i.gene) for i in delivered]
+    total_tokens = sum(token_counts) or 1
+    density = sum(t for t, c in zip(token_counts, per_gene) if c > 0) / total_tokens
+    fresh = sum(freshness(i.gene, now, weigh_settings) for i in delivered) / len(delivered)
+    resolution = per_gene[0]
+    if len(delivered) > 1:
+        margin = 1.0 - delivered[1].score / max(delivered[0].score, 1e-9)
+        resolution = min(1.0, 0.7 * per_gene[0] + 0.3 * (0.5 + margin))
+    if fresh < 0.3:
+        status = "stale"
+    elif cov < 0.5 or density < 0.3:
+        status = "sparse"
+    else:
+        status = "aligned"
+    return ContextHealth(round(cov, 4), round(density, 4), round(fresh, 4), round(resolution, 4), status,
+                         len(delivered), retrieval.candidates)
+
+
+def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_tokens: int,
+             settings: AssemblySettings, weigh_settings: WeighSettings, model: str | None = None,
+             zone: ZoneCap | None = None, now: float | None = None) -> ContextWindow:
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    prof = profile(model, settings.small_model_max_params_b) if model else None
+    small = bool(prof and prof.small)
+    budget = max(0, budget_tokens if zone is None else min(budget_tokens, zone.max_tokens))
+    decoder = DECODERS[settings.decoder_mode]
+    qs = retrieval.query
+    items = list(retrieval.items)
+
+    header = "<expressed_context>" + (f"\n{decoder}" if decoder else "")
+    footer = "</expressed_context>"
+    used = count_tokens(header) + count_tokens(footer) + 2
+    parts: list[str] = [header]
+    if small and items:
+        slate = _answer_slate(items, qs, min(settings.answer_slate_tokens, max(0, budget - used)))
+        if slate:
+            parts.append(slate)
+            used += count_tokens(slate) + 1
+
+    blocks: list[tuple[ScoredGene, str, int]] = []
+    delivered: list[DeliveredGene] = []
+    for item in items:
+        remaining = budget - used
+        if remaining < MIN_GENE_TOKENS:
+            break
+        facts = _facts_for(item, qs)
+        overhead = count_tokens(_gene_block(item, "", facts)) + 1
+        room = remaining - overhead
+        if room < MIN_GENE_TOKENS // 2:
+            break
+        if compressor is not None:
+            result = compressor.compress(item.gene.content, item.gene.content_type, item.gene.language,
+                                         query=qs.text, max_tokens=room)
+            body, method = result.text, result.method
+            original, kept_total = result.original_tokens, result.critical_total
+            kept, kept_raw, body_tokens = result.critical_kept, result.critical_kept_raw, result.tokens
+        else:
+            original = count_tokens(item.gene.content)
+            body = item.gene.content if original <= room else truncate_to_tokens(item.gene.content, room)
+            method = "none" if original <= room else "truncate"
+            body_tokens = count_tokens(body)
+            kept_total = kept = kept_raw = 0
+        if body_tokens > room:
+            body = truncate_to_tokens(body, room)
+            body_tokens = count_tokens(body)
+        block = _gene_block(item, body, facts)
+        block_tokens = body_tokens + overhead
+        used += block_tokens
+        blocks.append((item, block, block_tokens))
+        delivered.append(DeliveredGene(item.gene.gene_id, item.gene.src, item.score, body_tokens, original, method,
+                                       kept_total, kept, kept_raw, dict(item.signals)))
+
+    if small:
+        ordered = blocks  # strictly most relevant first
+    else:
+        first_seen: dict[str, int] = {}
+        for index, (item, _, _) in enumerate(blocks):
+            first_seen.setdefault(item.gene.source_path or item.gene.gene_id, index)
+        ordered = sorted(blocks, key=lambda b: (first_seen[b[0].gene.source_path or b[0].gene.gene_id],
+                                                b[0].gene.start_line))
+    parts.extend(block for _, block, _ in ordered)
+    parts.append(footer)
+    text = "\n".join(parts) if blocks else ""
+    kept_items = [b[0] for b in blocks]
+    health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now)
+    stages = dict(retrieval.stage_seconds)
+    stages["assemble"] = time.perf_counter() - started
+    return ContextWindow(
+        query=qs.text,
+        expressed_context=text,
+        context_health=health,
+        tier=retrieval.tier if blocks else "abstain",
+        tokens=count_tokens(text) if text else 0,
+        budget_tokens=budget,
+        genes=tuple(delivered),
+        model=prof,
+        layout="small" if small else "standard",
+        zone=zone,
+        stage_seconds=stages,
+    )
+
+
+def estimate_messages_tokens(messages: Sequence[dict[str, Any]]) -> int:
+    """Prompt size of an OpenAI-style message list (content text + a few tokens per message)."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += count_tokens(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    total += count_tokens(part["text"])
+        total += 4
+    return int(math.ceil(total))

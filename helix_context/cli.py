@@ -1,0 +1,303 @@
+"""`helix …` — a thin command line over HelixContextManager and the server.
+
+Human output and progress bars go to stderr/stdout as usual; `--json` prints
+exactly one JSON document on stdout so scripts can parse it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from helix_context.config import ConfigError, Settings, load_config
+from helix_context.genome.store import GenomeError
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_config(args.config) if getattr(args, "config", None) else load_config()
+
+
+def _manager(args: argparse.Namespace):  # -> HelixContextManager (imported lazily: start-up time)
+    from helix_context.manager import HelixContextManager
+
+    return HelixContextManager(_settings(args))
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+# ── ingest / stats ──
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    show_bar = not args.quiet and sys.stderr.isatty() or args.progress
+    bar = None
+    if show_bar:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="file", file=sys.stderr, desc="ingest", dynamic_ncols=True)
+
+    def progress(index: int, total: int, path: str) -> None:
+        if bar is not None:
+            if bar.total != total:
+                bar.total = total
+            bar.update(index - bar.n)
+            bar.set_postfix_str(Path(path).name[-30:], refresh=False)
+
+    try:
+        report = helix.ingest_path(args.paths, project=args.project, embed=not args.no_embed, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+        helix.close()
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(report.summary())
+        for skipped in report.files_skipped[:50]:
+            print(f"  skipped {skipped['path']}: {skipped['reason']}")
+        if len(report.files_skipped) > 50:
+            print(f"  … and {len(report.files_skipped) - 50} more (use --json for all)")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    try:
+        data = helix.stats()
+    finally:
+        helix.close()
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"genome        {data['genome_path']}")
+    print(f"total_genes   {data['total_genes']}  (files {data['files']}, retired {data['retired_genes']})")
+    print(f"raw_bytes     {data['raw_bytes']}")
+    print(f"db_bytes      {data['db_bytes']} (+ WAL {data['wal_bytes']})")
+    print("per tier      " + ", ".join(f"{k}={v}" for k, v in data["genes_by_tier"].items()))
+    print("per kind      " + ", ".join(f"{k}={v}" for k, v in data["genes_by_source_kind"].items()))
+    for name, part in data["parts"].items():
+        print(f"{name:<13} {part['status']}  {part['detail']}")
+    if not data["dense_signal"]:
+        print("dense signal  OFF (embeddings unavailable): retrieval uses lexical signals only")
+    return 0
+
+
+# ── retrieval ──
+
+
+def _read_query(args: argparse.Namespace) -> str:
+    return args.query if args.query != "-" else sys.stdin.read()
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    try:
+        window = helix.build_context(_read_query(args), budget_tokens=args.budget, project=args.project,
+                                     model=args.model)
+    finally:
+        helix.close()
+    if args.json:
+        _print_json(window.to_dict())
+    else:
+        print(window.expressed_context)
+        health = window.context_health
+        print(f"\n[{health.status}] tier={window.tier} genes {health.genes_expressed}/{health.genes_available} "
+              f"tokens={window.tokens}", file=sys.stderr)
+    return 0
+
+
+def cmd_packet(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    try:
+        packet = helix.packet(_read_query(args), task_type=args.task, project=args.project)
+    finally:
+        helix.close()
+    data = packet.to_dict()
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"coordinate_confidence {data['coordinate_confidence']:.2f}  known_empty={data['known_empty']}")
+    for section in ("verified", "stale_risk"):
+        for item in data[section]:
+            print(f"{item['verdict']:<14} {item['src']}  live_truth={item['live_truth']:.2f}  {item['reason']}")
+    for target in data["refresh_targets"]:
+        print(f"refresh[{target['priority']}] {target['target_kind']} {target['source_id']}: {target['reason']}")
+    for note in data["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    try:
+        if args.batch:
+            return _fingerprint_batch(helix, args)
+        results = helix.fingerprint(_read_query(args), max_results=args.max_results, project=args.project)
+    finally:
+        helix.close()
+    if args.json:
+        _print_json(results)
+    else:
+        for r in results:
+            signals = " ".join(f"{k}={v:.3f}" for k, v in r["signals"].items())
+            print(f"{r['score']:.4f}  {r['source_id']}:{r['start_line']}-{r['end_line']}  {signals}")
+    return 0
+
+
+def _fingerprint_batch(helix: Any, args: argparse.Namespace) -> int:
+    """One JSON object per line in, one per line out: evaluations pay start-up once."""
+    source = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")
+    bad = 0
+    with source:
+        for lineno, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                qid, query = item["id"], str(item["query"])
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+                print(f"line {lineno}: expected {{\"id\": ..., \"query\": \"...\"}}; skipped", file=sys.stderr)
+                continue
+            results = helix.fingerprint(query, max_results=args.max_results, project=args.project)
+            sys.stdout.write(json.dumps({"id": qid, "results": results}) + "\n")
+    return 1 if bad else 0
+
+
+# ── server / supervisor ──
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from helix_context.server import create_app
+    from helix_context.server.security import check_bind
+
+    settings = _settings(args)
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    settings = settings.replace(server={"host": host, "port": port})
+    check_bind(host, settings.api_key)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.server.log_level)
+    return 0
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    try:
+        from supervisor import run_supervisor
+    except ImportError as exc:
+        print(f"the supervisor is not installed ({exc})", file=sys.stderr)
+        return 2
+    return run_supervisor(_settings(args), headless=True)
+
+
+# ── maintenance ──
+
+
+def cmd_maintenance(args: argparse.Namespace) -> int:
+    helix = _manager(args)
+    try:
+        genome = helix.genome
+        if args.command == "vacuum":
+            data: Any = genome.vacuum()
+        elif args.command == "checkpoint":
+            data = genome.checkpoint()
+        else:
+            problems = genome.integrity_check()
+            data = {"ok": not problems, "problems": problems}
+    finally:
+        helix.close()
+    _print_json(data)
+    return 0 if not (isinstance(data, dict) and data.get("ok") is False) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="helix", description="Helix Context: a local context server for LLMs.")
+    parser.add_argument("--config", help="path to helix.toml (default: HELIX_CONFIG, HELIX_HOME/helix.toml, the repo's)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="index files or folders into the genome")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--project", help="project name for these genes (default: the repository root's name)")
+    p.add_argument("--no-embed", action="store_true", help="skip embeddings (no dense signal for these genes)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("stats", help="genome size, genes per tier and kind, optional parts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("query", help="expressed context for a query")
+    p.add_argument("query", help="the query ('-' reads stdin)")
+    p.add_argument("--budget", type=int, help="token budget (default [budget] token_budget)")
+    p.add_argument("--project")
+    p.add_argument("--model", help="target model name (small models get the small-model layout)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("packet", help="pointers with trust verdicts for an agent")
+    p.add_argument("query")
+    p.add_argument("--task", default="edit", help="plan | explain | review | edit | debug | ops | quote")
+    p.add_argument("--project")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_packet)
+
+    p = sub.add_parser("fingerprint", help="ranked pointers with per-signal scores")
+    p.add_argument("query", nargs="?", default="")
+    p.add_argument("--max-results", type=int, default=10)
+    p.add_argument("--batch", help="JSONL file of {id, query} ('-' for stdin); prints JSONL")
+    p.add_argument("--project")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fingerprint)
+
+    p = sub.add_parser("serve", help="run the backend (FastAPI on uvicorn)")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("supervise", help="run the supervisor without a tray (servers, CI, systemd)")
+    p.set_defaults(func=cmd_supervise)
+
+    for name, text in (("vacuum", "rebuild the genome file to reclaim space"),
+                       ("checkpoint", "fold the WAL into the genome file"),
+                       ("check", "SQLite integrity check")):
+        p = sub.add_parser(name, help=text)
+        p.set_defaults(func=cmd_maintenance)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"helix: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except GenomeError as exc:
+        print(f"helix: {exc}", file=sys.stderr)
+        return 3
+    except ValueError as exc:
+        print(f"helix: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("helix: interrupted; everything committed so far is kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

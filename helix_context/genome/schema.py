@@ -1,0 +1,113 @@
+"""Schema and forward migrations, versioned with PRAGMA user_version.
+
+Each entry of MIGRATIONS takes the genome from version i to i+1 and runs in
+one transaction. A genome with a user_version above len(MIGRATIONS) was written
+by a newer Helix and is refused before anything touches it.
+"""
+
+from __future__ import annotations
+
+# FTS text derivation version: bump when fts_text.py changes how text is
+# indexed; the store rebuilds the index (contentless FTS needs the exact old
+# text to delete a row, so the index must match the current derivation).
+FTS_VERSION = 1
+
+V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE genes (
+    id               INTEGER PRIMARY KEY,
+    gene_id          TEXT NOT NULL UNIQUE,
+    content          TEXT NOT NULL,
+    content_type     TEXT NOT NULL,
+    language         TEXT,
+    source_path      TEXT,
+    project          TEXT,
+    start_line       INTEGER NOT NULL DEFAULT 1,
+    end_line         INTEGER NOT NULL DEFAULT 1,
+    symbol           TEXT,
+    tags             TEXT NOT NULL DEFAULT '',
+    facts            TEXT NOT NULL DEFAULT '[]',
+    source_kind      TEXT NOT NULL DEFAULT 'file',
+    volatility_class TEXT NOT NULL DEFAULT 'stable',
+    authority_class  TEXT NOT NULL DEFAULT 'primary',
+    observed_at      REAL NOT NULL,
+    last_verified_at REAL NOT NULL,
+    source_mtime     REAL,
+    source_hash      TEXT,
+    org              TEXT NOT NULL DEFAULT '',
+    device           TEXT NOT NULL DEFAULT '',
+    user             TEXT NOT NULL DEFAULT '',
+    agent            TEXT NOT NULL DEFAULT '',
+    tier             TEXT NOT NULL DEFAULT 'open',
+    access_count     INTEGER NOT NULL DEFAULT 0,
+    last_access_at   REAL,
+    retired_at       REAL,
+    source_changed   INTEGER NOT NULL DEFAULT 0,
+    embedding        BLOB
+);
+CREATE INDEX genes_source ON genes(source_path);
+CREATE INDEX genes_project ON genes(project, tier);
+
+-- every place a gene's content appears (identical chunks are stored once)
+CREATE TABLE gene_sources (
+    gene       INTEGER NOT NULL REFERENCES genes(id) ON DELETE CASCADE,
+    path       TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line   INTEGER NOT NULL,
+    PRIMARY KEY (path, start_line, gene)
+) WITHOUT ROWID;
+CREATE INDEX gene_sources_gene ON gene_sources(gene);
+
+CREATE TABLE files (
+    path         TEXT PRIMARY KEY,
+    project      TEXT,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    genes        INTEGER NOT NULL DEFAULT 0,
+    ingested_at  REAL NOT NULL
+) WITHOUT ROWID;
+
+-- genes delivered together before (a < b)
+CREATE TABLE coactivation (
+    a       INTEGER NOT NULL,
+    b       INTEGER NOT NULL,
+    count   INTEGER NOT NULL DEFAULT 0,
+    last_at REAL NOT NULL,
+    PRIMARY KEY (a, b)
+) WITHOUT ROWID;
+CREATE INDEX coactivation_b ON coactivation(b);
+
+CREATE TABLE sessions (
+    session_id      TEXT PRIMARY KEY,
+    agent           TEXT NOT NULL DEFAULT '',
+    first_seen      REAL NOT NULL,
+    last_seen       REAL NOT NULL,
+    requests        INTEGER NOT NULL DEFAULT 0,
+    genes_delivered INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE TABLE session_buffer (
+    id           INTEGER PRIMARY KEY,
+    session_id   TEXT NOT NULL,
+    role         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    at           REAL NOT NULL,
+    consolidated INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX session_buffer_pending ON session_buffer(consolidated, session_id);
+
+-- body: content + split identifier parts; tags; path tokens (see fts_text.py)
+CREATE VIRTUAL TABLE genes_fts USING fts5(
+    body, tags, path,
+    content='',
+    tokenize="unicode61 remove_diacritics 2 tokenchars '_'"
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1,)
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,681 @@
+"""The Genome: one SQLite file (WAL) holding genes, their sources, and the FTS index.
+
+All SQL of the project lives in this package. Writes happen in one
+transaction per file, so a crash or `kill -9` at any moment leaves either the
+old or the new genes of a file, never a mix; readers run concurrently (WAL).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from helix_context.genome import fts_text
+from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.models import Gene, Provenance
+
+log = logging.getLogger("helix.genome")
+
+EMBED_DIM = 384
+
+
+class GenomeError(RuntimeError):
+    """The genome cannot be opened or written; the message says what to do."""
+
+
+class GenomeVersionError(GenomeError):
+    """Written by a newer Helix: refused, never modified."""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    project: str | None
+    size: int
+    mtime_ns: int
+    content_hash: str
+    genes: int = 0
+    ingested_at: float = 0.0
+
+
+@dataclass
+class WriteResult:
+    added: int = 0  # new gene rows
+    replaced: int = 0  # gene rows of this source deleted because the content changed
+    reused: int = 0  # genes already stored (same content elsewhere or unchanged)
+    retired: int = 0
+
+
+@dataclass(frozen=True)
+class DenseIndex:
+    rowids: np.ndarray  # int64 (n,)
+    matrix: np.ndarray  # float32 (n, 384), rows L2-normalised
+    generation: int
+
+
+# ── vector encoding: int8 with a per-vector scale (388 bytes instead of 1536) ──
+
+
+def encode_vector(vec: np.ndarray) -> bytes:
+    vec = np.asarray(vec, dtype=np.float32).reshape(-1)
+    peak = float(np.max(np.abs(vec))) if vec.size else 0.0
+    scale = peak / 127.0 if peak > 0 else 1.0
+    quantised = np.clip(np.rint(vec / scale), -127, 127).astype(np.int8)
+    return struct.pack("<f", scale) + quantised.tobytes()
+
+
+def decode_vector(blob: bytes) -> np.ndarray:
+    scale = struct.unpack_from("<f", blob)[0]
+    return np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
+
+
+_GENE_COLUMNS = (
+    "id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, "
+    "tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
+    "source_mtime, source_hash, org, device, user, agent, tier, access_count"
+)
+
+
+def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
+    (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
+     tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
+     source_hash, org, device, user, agent, tier, access_count) = row
+    return Gene(
+        gene_id=gene_id,
+        content=content,
+        content_type=content_type,
+        language=language,
+        source_path=source_path,
+        project=project,
+        start_line=start_line,
+        end_line=end_line,
+        symbol=symbol,
+        tags=tuple(t for t in tags.split("\n") if t),
+        facts=tuple((k, v) for k, v in json.loads(facts or "[]")),
+        provenance=Provenance(
+            source_kind=source_kind,
+            volatility_class=volatility,
+            authority_class=authority,
+            observed_at=observed_at,
+            last_verified_at=last_verified_at,
+            source_mtime=source_mtime,
+            source_hash=source_hash,
+        ),
+        org=org,
+        device=device,
+        user=user,
+        agent=agent,
+        tier=tier,
+        access_count=access_count,
+        rowid=rowid,
+    )
+
+
+class Genome:
+    """Thread-safe access to one genome file.
+
+    Each thread gets its own connection (sqlite3 connections are not shareable
+    across threads); in-process writers are serialised by a lock and other
+    processes by SQLite's busy timeout.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_ms / 1000.0
+        self.readonly = readonly
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._dense: DenseIndex | None = None
+        self._dense_lock = threading.Lock()
+        self._open_and_migrate()
+
+    # ── connections ──
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -32000")
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        with self._connections_lock:
+            for conn in self._connections:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _open_and_migrate(self) -> None:
+        if self.readonly and not self.path.exists():
+            raise GenomeError(f"genome {self.path} does not exist; run `helix ingest PATH` first")
+        if not self.readonly:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise GenomeError(f"cannot create the folder for the genome {self.path}: {exc}") from None
+        try:
+            conn = self.conn
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise GenomeError(f"{self.path} is not a Helix genome or is corrupt ({exc}); move it aside and re-ingest") from None
+        if version > SCHEMA_VERSION:
+            raise GenomeVersionError(
+                f"genome {self.path} has schema version {version}, but this Helix knows up to {SCHEMA_VERSION}: "
+                "it was written by a newer Helix. Upgrade helix-context, or point HELIX_HOME / [genome] path elsewhere. "
+                "The file was not modified."
+            )
+        if self.readonly:
+            return
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                log.warning("genome %s: journal mode is %s, not WAL", self.path, mode)
+            for target in range(version, SCHEMA_VERSION):
+                with self.transaction() as tx:
+                    tx.executescript_in_tx(MIGRATIONS[target])
+                    tx.execute(f"PRAGMA user_version = {target + 1}")
+                    tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', '0')")
+                    tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
+                    tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('created_at', ?)", (str(time.time()),))
+        except sqlite3.OperationalError as exc:
+            raise _friendly(exc, self.path) from None
+
+    # ── transactions ──
+
+    @contextmanager
+    def transaction(self) -> Iterator["_Tx"]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any error; bumps the generation."""
+        if self.readonly:
+            raise GenomeError(f"genome {self.path} is open read-only")
+        conn = self.conn
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise _friendly(exc, self.path) from None
+            try:
+                yield _Tx(conn)
+                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise _friendly(exc, self.path) from None
+                raise
+
+    def generation(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    # ── files ──
+
+    def file_record(self, path: str) -> FileRecord | None:
+        row = self.conn.execute(
+            "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return FileRecord(*row) if row else None
+
+    def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
+        sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
+        args: tuple = ()
+        if under:
+            sql += " WHERE path >= ? AND path < ?"
+            args = (under, under + "\U0010ffff")
+        return {row[0]: FileRecord(*row) for row in self.conn.execute(sql, args)}
+
+    def touch_file(self, record: FileRecord) -> None:
+        """The file's mtime moved but its bytes did not: remember the new mtime only."""
+        with self.transaction() as tx:
+            tx.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (record.mtime_ns, record.size, record.path))
+            tx.execute("UPDATE genes SET source_mtime = ?, last_verified_at = ? WHERE source_path = ?",
+                       (record.mtime_ns / 1e9, time.time(), record.path))
+
+    # ── writes ──
+
+    def replace_source(self, record: FileRecord | None, path: str | None,
+                       genes: Sequence[tuple[Gene, np.ndarray | None]]) -> WriteResult:
+        """Make `genes` the complete set for `path` in one transaction.
+
+        Genes whose content is already stored (elsewhere or unchanged) are
+        reused; genes of `path` no longer present lose this source and are
+        deleted once no source holds them.
+        """
+        result = WriteResult()
+        now = time.time()
+        with self.transaction() as tx:
+            old_rowids: set[int] = set()
+            if path is not None:
+                old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
+                tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
+            kept: set[int] = set()
+            for gene, vector in genes:
+                rowid = self._upsert_gene(tx, gene, vector, now, result)
+                kept.add(rowid)
+                if path is not None:
+                    tx.execute(
+                        "INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
+                        (rowid, path, gene.start_line, gene.end_line),
+                    )
+            for rowid in old_rowids - kept:
+                if self._drop_if_orphan(tx, rowid, path):
+                    result.replaced += 1
+            if record is not None:
+                tx.execute(
+                    "INSERT OR REPLACE INTO files(path, project, size, mtime_ns, content_hash, genes, ingested_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (record.path, record.project, record.size, record.mtime_ns, record.content_hash, len(kept), now),
+                )
+        return result
+
+    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult) -> int:
+        row = tx.execute("SELECT id, source_path, retired_at FROM genes WHERE gene_id = ?", (gene.gene_id,)).fetchone()
+        prov = gene.provenance
+        if row is not None:
+            rowid, source_path, retired_at = row
+            result.reused += 1
+            if retired_at is not None:
+                tx.execute("UPDATE genes SET retired_at = NULL, tier = 'open' WHERE id = ?", (rowid,))
+                self._fts_insert(tx, rowid, gene.content, "\n".join(gene.tags), gene.source_path)
+            if source_path == gene.source_path or source_path is None or retired_at is not None:
+                # this source owns the gene: refresh its span and provenance
+                tx.execute(
+                    "UPDATE genes SET start_line = ?, end_line = ?, source_mtime = ?, source_hash = ?, "
+                    "last_verified_at = ?, source_changed = 0 WHERE id = ?",
+                    (gene.start_line, gene.end_line, prov.source_mtime, prov.source_hash, now, rowid),
+                )
+                if source_path != gene.source_path:
+                    self._set_source_path(tx, rowid, gene.source_path)
+            if vector is not None:
+                tx.execute("UPDATE genes SET embedding = ? WHERE id = ? AND embedding IS NULL", (encode_vector(vector), rowid))
+            return rowid
+        tags = "\n".join(gene.tags)
+        cur = tx.execute(
+            "INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, "
+            "symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
+            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                gene.gene_id, gene.content, gene.content_type, gene.language, gene.source_path, gene.project,
+                gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
+                prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
+                prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
+                gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
+            ),
+        )
+        rowid = int(cur.lastrowid)
+        self._fts_insert(tx, rowid, gene.content, tags, gene.source_path)
+        result.added += 1
+        return rowid
+
+    @staticmethod
+    def _fts_values(content: str, tags: str, path: str | None) -> tuple[str, str, str]:
+        return (fts_text.body_text(content), fts_text.tags_text(tags.split("\n") if tags else []),
+                fts_text.path_text(path))
+
+    def _fts_insert(self, tx: "_Tx", rowid: int, content: str, tags: str, path: str | None) -> None:
+        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
+                   (rowid, *self._fts_values(content, tags, path)))
+
+    def _fts_delete(self, tx: "_Tx", rowid: int) -> None:
+        row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
+        if row is not None:
+            tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
+                       (rowid, *self._fts_values(*row)))
+
+    def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
+        # the path column is indexed: re-index under the new primary source
+        self._fts_delete(tx, rowid)
+        tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
+        row = tx.execute("SELECT content, tags, retired_at FROM genes WHERE id = ?", (rowid,)).fetchone()
+        if row[2] is None:
+            self._fts_insert(tx, rowid, row[0], row[1], new_path)
+
+    def _drop_if_orphan(self, tx: "_Tx", rowid: int, lost_path: str | None) -> bool:
+        other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
+        if other is None:
+            self._fts_delete(tx, rowid)
+            tx.execute("DELETE FROM coactivation WHERE a = ? OR b = ?", (rowid, rowid))
+            tx.execute("DELETE FROM genes WHERE id = ?", (rowid,))
+            return True
+        current = tx.execute("SELECT source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
+        if current and current[0] == lost_path:
+            tx.execute("UPDATE genes SET start_line = ?, end_line = ? WHERE id = ?", (other[1], other[2], rowid))
+            self._set_source_path(tx, rowid, other[0])
+        return False
+
+    def retire_source(self, path: str) -> int:
+        """The file is gone: its genes leave retrieval (tier archived) unless another file holds them."""
+        now = time.time()
+        retired = 0
+        with self.transaction() as tx:
+            rowids = [r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))]
+            tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
+            for rowid in rowids:
+                other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1",
+                                   (rowid,)).fetchone()
+                if other is None:
+                    self._fts_delete(tx, rowid)
+                    tx.execute("UPDATE genes SET tier = 'archived', retired_at = ? WHERE id = ? AND retired_at IS NULL",
+                               (now, rowid))
+                    retired += 1
+                else:
+                    self._drop_if_orphan(tx, rowid, path)
+            tx.execute("DELETE FROM files WHERE path = ?", (path,))
+        return retired
+
+    # ── reads ──
+
+    def get_gene(self, gene_id: str) -> Gene | None:
+        row = self.conn.execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE gene_id = ?", (gene_id,)).fetchone()
+        return _row_to_gene(row) if row else None
+
+    def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, Gene] = {}
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            marks = ",".join("?" * len(batch))
+            for row in self.conn.execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN ({marks})", batch):
+                out[row[0]] = _row_to_gene(row)
+        return out
+
+    def genes_for_source(self, path: str) -> list[Gene]:
+        rows = self.conn.execute(
+            f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "
+            "ORDER BY start_line", (path,))
+        return [_row_to_gene(r) for r in rows]
+
+    def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
+        where = "" if include_retired else "WHERE retired_at IS NULL"
+        last = 0
+        while True:
+            rows = self.conn.execute(
+                f"SELECT {_GENE_COLUMNS} FROM genes {where} {'AND' if where else 'WHERE'} id > ? ORDER BY id LIMIT ?",
+                (last, batch)).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _row_to_gene(row)
+            last = rows[-1][0]
+
+    def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
+
+    def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
+        """(rowid, score) best first; score = -bm25 (higher is better). `match` is an FTS5 expression."""
+        if not match:
+            return []
+        expr = f"{{{column}}} : ({match})" if column else match
+        weights = "1.0, 0.6, 0.8"
+        try:
+            rows = self.conn.execute(
+                f"SELECT rowid, -bm25(genes_fts, {weights}) AS s FROM genes_fts WHERE genes_fts MATCH ? "
+                "ORDER BY bm25(genes_fts, " + weights + ") LIMIT ?", (expr, limit)).fetchall()
+        except sqlite3.OperationalError as exc:
+            log.debug("fts query %r failed: %s", expr, exc)
+            return []
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def embedding_of(self, rowid: int) -> np.ndarray | None:
+        row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()
+        return decode_vector(row[0]) if row and row[0] else None
+
+    def dense_index(self) -> DenseIndex:
+        """All live genes' vectors as one matrix, rebuilt only when the genome changed."""
+        generation = self.generation()
+        current = self._dense
+        if current is not None and current.generation == generation:
+            return current
+        with self._dense_lock:
+            if self._dense is not None and self._dense.generation == generation:
+                return self._dense
+            rowids: list[int] = []
+            blobs: list[bytes] = []
+            for rowid, blob in self.conn.execute(
+                    "SELECT id, embedding FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL ORDER BY id"):
+                rowids.append(rowid)
+                blobs.append(blob)
+            if blobs:
+                raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + EMBED_DIM)
+                scales = raw[:, :4].copy().view("<f4").reshape(-1, 1)
+                matrix = raw[:, 4:].view(np.int8).astype(np.float32) * scales
+            else:
+                matrix = np.zeros((0, EMBED_DIM), dtype=np.float32)
+            self._dense = DenseIndex(np.asarray(rowids, dtype=np.int64), matrix, generation)
+            return self._dense
+
+    def genes_missing_embeddings(self, limit: int = 1000) -> list[tuple[int, str]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT id, content FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
+
+    def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        with self.transaction() as tx:
+            tx.executemany("UPDATE genes SET embedding = ? WHERE id = ?", [(encode_vector(v), r) for r, v in items])
+
+    def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
+        with self.transaction() as tx:
+            tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
+                           [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
+
+    # ── co-activation ──
+
+    def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]:
+        if not seeds:
+            return {}
+        marks = ",".join("?" * len(seeds))
+        rows = self.conn.execute(
+            f"SELECT b, SUM(count) FROM coactivation WHERE a IN ({marks}) GROUP BY b "
+            f"UNION ALL SELECT a, SUM(count) FROM coactivation WHERE b IN ({marks}) GROUP BY a",
+            (*seeds, *seeds)).fetchall()
+        scores: dict[int, float] = {}
+        for rowid, count in rows:
+            scores[rowid] = scores.get(rowid, 0.0) + float(count)
+        for seed in seeds:
+            scores.pop(seed, None)
+        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
+
+    def record_delivery(self, rowids: Sequence[int]) -> None:
+        """Genes delivered together: bump access counts and pairwise co-activation."""
+        ids = sorted(set(int(r) for r in rowids))[:24]
+        if not ids:
+            return
+        now = time.time()
+        pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        with self.transaction() as tx:
+            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ? WHERE id = ?",
+                           [(now, r) for r in ids])
+            tx.executemany(
+                "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT(a, b) DO UPDATE SET count = count + 1, last_at = excluded.last_at", pairs)
+
+    def coactivation_links(self) -> list[tuple[str, str, int, float]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
+            "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b")]
+
+    def neighbors(self, gene_id: str, limit: int = 10) -> list[tuple[Gene, float]]:
+        gene = self.get_gene(gene_id)
+        if gene is None or gene.rowid is None:
+            return []
+        scores = self.coactivated([gene.rowid], limit=limit)
+        genes = self.genes_by_rowid(scores)
+        return [(genes[r], s) for r, s in scores.items() if r in genes]
+
+    # ── sessions ──
+
+    def touch_session(self, session_id: str, agent: str, genes_delivered: int) -> None:
+        now = time.time()
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO sessions(session_id, agent, first_seen, last_seen, requests, genes_delivered) "
+                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(session_id) DO UPDATE SET last_seen = excluded.last_seen, "
+                "requests = requests + 1, genes_delivered = genes_delivered + excluded.genes_delivered, "
+                "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE agent END",
+                (session_id, agent, now, now, genes_delivered))
+
+    def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
+        now = time.time()
+        with self.transaction() as tx:
+            tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
+                           [(session_id, role, content, now) for role, content in messages])
+
+    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions "
+            "ORDER BY last_seen DESC LIMIT ?", (limit,))
+        keys = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]:
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT id, session_id, role, content FROM session_buffer WHERE consolidated = 0 ORDER BY id LIMIT ?",
+            (limit,))]
+
+    def mark_consolidated(self, ids: Sequence[int]) -> None:
+        with self.transaction() as tx:
+            tx.executemany("UPDATE session_buffer SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
+
+    # ── maintenance ──
+
+    def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
+        with self.transaction() as tx:
+            n = 0
+            for path in changed_paths:
+                n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
+            return n
+
+    def source_paths(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
+
+    def checkpoint(self) -> dict[str, int]:
+        busy, log_frames, checkpointed = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return {"busy": busy, "log_frames": log_frames, "checkpointed": checkpointed}
+
+    def vacuum(self) -> dict[str, int]:
+        before = self.db_bytes()
+        with self._write_lock:
+            self.conn.execute("VACUUM")
+        self.checkpoint()
+        return {"bytes_before": before, "bytes_after": self.db_bytes()}
+
+    def integrity_check(self) -> list[str]:
+        problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
+        return [] if problems == ["ok"] else problems
+
+    def db_bytes(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def wal_bytes(self) -> int:
+        wal = self.path.with_name(self.path.name + "-wal")
+        return wal.stat().st_size if wal.exists() else 0
+
+    def stats(self) -> dict[str, Any]:
+        c = self.conn
+        live = "retired_at IS NULL"
+        total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(content AS BLOB))), 0) FROM genes WHERE {live}").fetchone()
+        by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731
+            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
+        files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
+        return {
+            "total_genes": total[0],
+            "raw_bytes": int(files[1]) if files[1] else int(total[1]),
+            "content_bytes": int(total[1]),
+            "db_bytes": self.db_bytes(),
+            "wal_bytes": self.wal_bytes(),
+            "files": files[0],
+            "genes_by_tier": by("tier", "1=1"),
+            "genes_by_source_kind": by("source_kind"),
+            "genes_by_content_type": by("content_type"),
+            "genes_by_project": by("project"),
+            "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
+            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL").fetchone()[0],
+            "coactivation_links": c.execute("SELECT COUNT(*) FROM coactivation").fetchone()[0],
+            "schema_version": SCHEMA_VERSION,
+            "generation": self.generation(),
+        }
+
+
+@dataclass
+class _Tx:
+    conn: sqlite3.Connection
+    statements: int = field(default=0)
+
+    def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
+        self.statements += 1
+        return self.conn.execute(sql, args)
+
+    def executemany(self, sql: str, rows: Iterable) -> sqlite3.Cursor:
+        return self.conn.executemany(sql, rows)
+
+    def executescript_in_tx(self, script: str) -> None:
+        # executescript() would COMMIT first; run statement by statement inside the transaction
+        for statement in _split_sql(script):
+            self.conn.execute(statement)
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, buf = [], []
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        buf.append(line)
+        candidate = "\n".join(buf).strip()
+        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
+            statements.append(candidate)
+            buf = []
+    tail = "\n".join(buf).strip()
+    if tail:
+        statements.append(tail)
+    return statements
+
+
+def _friendly(exc: sqlite3.OperationalError, path: Path) -> GenomeError:
+    text = str(exc)
+    low = text.lower()
+    if "locked" in low or "busy" in low:
+        return GenomeError(f"genome {path} is locked by another process ({text}); wait for it to finish or stop it")
+    if "readonly" in low or "read-only" in low:
+        return GenomeError(f"genome {path} is read-only ({text}); fix its permissions or set HELIX_HOME to a writable folder")
+    if "disk is full" in low or "full" in low:
+        return GenomeError(f"no space left for genome {path} ({text}); free disk space and run the ingest again — "
+                           "nothing already stored was lost")
+    if "unable to open" in low:
+        return GenomeError(f"cannot open genome {path} ({text}); check the folder exists and is writable")
+    return GenomeError(f"genome {path}: {text}")

@@ -1,0 +1,350 @@
+"""Ingest: files or text → chunks → tags, facts, provenance → embeddings → genes.
+
+Stages are plain functions over plain data; this module wires them and owns
+the incremental logic:
+  * size + mtime unchanged → the file is not even read;
+  * bytes unchanged (same hash) → only the mtime is remembered;
+  * otherwise the file's genes are replaced in one transaction;
+  * a file gone from a folder that was walked completely → its genes retire.
+Embedding runs in batches across files (the model is much faster per chunk in
+batches), then each file is written in its own transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from helix_context.config import Settings
+from helix_context.genome.store import FileRecord, Genome, GenomeError
+from helix_context.ingest.chunk import chunk_text
+from helix_context.ingest.detect import detect_type, is_binary
+from helix_context.ingest.facts import extract_facts
+from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
+from helix_context.models import CONTENT_TYPES, Chunk, Gene, Provenance
+
+log = logging.getLogger("helix.ingest")
+
+_VOLATILITY = {"log": "hot", "config": "medium", "json": "medium", "diff": "medium"}
+
+
+class EmbedderLike(Protocol):
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class TaggerLike(Protocol):
+    def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]: ...
+
+
+@dataclass
+class IngestReport:
+    files_seen: int = 0
+    files_ingested: int = 0
+    files_unchanged: int = 0
+    files_skipped: list[dict[str, str]] = field(default_factory=list)
+    genes_added: int = 0
+    genes_replaced: int = 0
+    genes_retired: int = 0
+    genes_reused: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    embedded: bool = False
+
+    def skip(self, path: str, reason: str) -> None:
+        self.files_skipped.append({"path": path, "reason": reason})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 3)
+        data["mb_per_s"] = round(self.bytes / 1e6 / self.seconds, 3) if self.seconds > 0 else 0.0
+        return data
+
+    def summary(self) -> str:
+        parts = [
+            f"{self.files_seen} files seen",
+            f"{self.files_ingested} ingested",
+            f"{self.files_unchanged} unchanged",
+            f"{len(self.files_skipped)} skipped",
+            f"{self.genes_added} genes added",
+            f"{self.genes_replaced} replaced",
+            f"{self.genes_retired} retired",
+            f"{self.bytes / 1e6:.2f} MB in {self.seconds:.2f} s",
+        ]
+        return ", ".join(parts)
+
+
+@dataclass
+class _Prepared:
+    """One file, chunked and tagged, waiting for embeddings and its transaction."""
+
+    record: FileRecord | None
+    path: str | None
+    genes: list[Gene]
+    embed_texts: list[str]
+    size: int
+
+
+def gene_id_for(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def embedding_text(gene: Gene) -> str:
+    """What the embedder sees: where the gene lives and what it is named, then its text."""
+    head = []
+    if gene.source_path:
+        head.append("/".join(Path(gene.source_path).parts[-2:]))
+    if gene.symbol:
+        head.append(gene.symbol)
+    return (" | ".join(head) + "\n" + gene.content) if head else gene.content
+
+
+def find_project(path: Path, fallback: Path) -> str:
+    """The repository root holding `path` (a folder with .git), else the ingest root's name."""
+    for parent in [path, *path.parents]:
+        if (parent / ".git").exists():
+            return parent.name
+        if parent == fallback.parent:
+            break
+    return fallback.name or str(fallback)
+
+
+class Ingestor:
+    def __init__(self, genome: Genome, settings: Settings, *, embedder: EmbedderLike | None = None,
+                 tagger: TaggerLike | None = None) -> None:
+        self.genome = genome
+        self.settings = settings
+        self.embedder = embedder
+        self.tagger = tagger
+
+    # ── genes from text ──
+
+    def make_genes(self, text: str, *, path: str | None, content_type: str | None, language: str | None = None,
+                   project: str | None, provenance: Provenance) -> list[Gene]:
+        detected_type, detected_lang = detect_type(path, text)
+        ctype = content_type if content_type in CONTENT_TYPES else detected_type
+        lang = language or detected_lang
+        chunks = chunk_text(text, ctype, lang, self.settings.ingest.max_chunk_chars)
+        if not chunks:
+            return []
+        tags = self.tagger.tag_many(chunks, path) if self.tagger is not None else [() for _ in chunks]
+        attribution = self.settings.attribution
+        volatility = provenance.volatility_class
+        if volatility == "stable" and ctype in _VOLATILITY:
+            volatility = _VOLATILITY[ctype]
+        prov = Provenance(
+            source_kind=provenance.source_kind,
+            volatility_class=volatility,
+            authority_class=provenance.authority_class,
+            observed_at=provenance.observed_at,
+            last_verified_at=provenance.last_verified_at,
+            source_mtime=provenance.source_mtime,
+            source_hash=provenance.source_hash,
+        )
+        genes = []
+        for chunk, chunk_tags in zip(chunks, tags):
+            facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
+            genes.append(Gene(
+                gene_id=gene_id_for(chunk.content),
+                content=chunk.content,
+                content_type=chunk.content_type,
+                language=chunk.language,
+                source_path=path,
+                project=project,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                symbol=chunk.symbol,
+                tags=tuple(chunk_tags),
+                facts=facts,
+                provenance=prov,
+                org=attribution.org,
+                device=attribution.device,
+                user=attribution.user,
+                agent=attribution.agent,
+            ))
+        return genes
+
+    # ── public entry points ──
+
+    def ingest_text(self, text: str, *, content_type: str | None = None, metadata: dict[str, Any] | None = None
+                    ) -> IngestReport:
+        """API ingest: text with optional metadata {path, project, source_kind, authority_class, volatility_class}.
+        With a path, the text becomes that path's complete set of genes (re-posting replaces them)."""
+        metadata = metadata or {}
+        started = time.perf_counter()
+        report = IngestReport(files_seen=1)
+        now = time.time()
+        path = str(metadata["path"]) if metadata.get("path") else None
+        prov = Provenance(
+            source_kind=str(metadata.get("source_kind", "api")),
+            volatility_class=str(metadata.get("volatility_class", "stable")),
+            authority_class=str(metadata.get("authority_class", "primary" if path else "derived")),
+            observed_at=now,
+            last_verified_at=now,
+        )
+        genes = self.make_genes(text, path=path, content_type=content_type, language=metadata.get("language"),
+                                project=metadata.get("project"), provenance=prov)
+        encoded = text.encode("utf-8", "surrogatepass")
+        record = FileRecord(path, metadata.get("project"), len(encoded), 0,
+                            hashlib.sha256(encoded).hexdigest()) if path else None
+        prepared = _Prepared(record, path, genes, [embedding_text(g) for g in genes], len(encoded))
+        self._flush([prepared], report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def ingest_paths(self, paths: Sequence[str | Path], *, project: str | None = None,
+                     progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        """Walk, skip what is unchanged, replace what changed, retire what vanished."""
+        started = time.perf_counter()
+        report = IngestReport(embedded=self.embedder is not None)
+        cfg = self.settings.ingest
+        entries: list[FileEntry] = []
+        walked_roots: list[Path] = []
+        for item in walk(paths, max_file_bytes=cfg.max_file_bytes, ignore=cfg.ignore,
+                         respect_gitignore=cfg.respect_gitignore, follow_symlinks=cfg.follow_symlinks):
+            if isinstance(item, FileEntry):
+                entries.append(item)
+            elif isinstance(item, Skipped):
+                report.files_seen += 1
+                report.skip(item.path, item.reason)
+                if item.reason.startswith("does not exist"):
+                    self._retire_missing_file(item.path, report)
+            elif isinstance(item, WalkedRoot):
+                walked_roots.append(item.root)
+
+        known: dict[str, FileRecord] = {}
+        for root in {e.root for e in entries} | set(walked_roots):
+            known.update(self.genome.file_records(under=str(root)))
+
+        pending: list[_Prepared] = []
+        pending_chunks = 0
+        batch_target = max(64, self.settings.embedding.batch_size * 4)
+        total = len(entries)
+        for index, entry in enumerate(entries, 1):
+            report.files_seen += 1
+            key = str(entry.path)
+            if progress is not None:
+                progress(index, total, key)
+            previous = known.get(key)
+            if previous is not None and previous.size == entry.size and previous.mtime_ns == entry.mtime_ns:
+                report.files_unchanged += 1
+                continue
+            prepared = self._prepare_file(entry, previous, project, report)
+            if prepared is None:
+                continue
+            pending.append(prepared)
+            pending_chunks += len(prepared.genes)
+            if pending_chunks >= batch_target:
+                self._flush(pending, report)
+                pending, pending_chunks = [], 0
+        self._flush(pending, report)
+
+        seen = {str(e.path) for e in entries}
+        for root in walked_roots:
+            prefix = str(root)
+            for path in list(known):
+                if path not in seen and (path == prefix or path.startswith(prefix.rstrip("/\\") + ("\\" if "\\" in prefix else "/"))):
+                    if not Path(path).exists():
+                        self._retire_missing_file(path, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # ── internals ──
+
+    def _retire_missing_file(self, path: str, report: IngestReport) -> None:
+        if self.genome.file_record(path) is None:
+            return
+        try:
+            report.genes_retired += self.genome.retire_source(path)
+        except GenomeError as exc:
+            report.skip(path, f"could not retire genes of a deleted file: {exc}")
+
+    def _prepare_file(self, entry: FileEntry, previous: FileRecord | None, project: str | None,
+                      report: IngestReport) -> _Prepared | None:
+        key = str(entry.path)
+        try:
+            data = entry.path.read_bytes()
+        except OSError as exc:
+            report.skip(key, f"unreadable: {exc.strerror or exc}")
+            return None
+        if len(data) > self.settings.ingest.max_file_bytes:
+            report.skip(key, f"too large: {len(data)} bytes > [ingest] max_file_bytes")
+            return None
+        if is_binary(data):
+            report.skip(key, "binary file")
+            return None
+        content_hash = hashlib.sha256(data).hexdigest()
+        record = FileRecord(key, project or find_project(entry.path, entry.root), len(data), entry.mtime_ns,
+                            content_hash)
+        if previous is not None and previous.content_hash == content_hash:
+            try:
+                self.genome.touch_file(record)
+            except GenomeError as exc:
+                report.skip(key, str(exc))
+                return None
+            report.files_unchanged += 1
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            report.skip(key, f"not valid UTF-8 (byte {exc.start}); convert it to UTF-8 to index it")
+            return None
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        now = time.time()
+        prov = Provenance(source_kind="file", observed_at=now, last_verified_at=now,
+                          source_mtime=entry.mtime_ns / 1e9, source_hash=content_hash)
+        try:
+            genes = self.make_genes(text, path=key, content_type=None, project=record.project, provenance=prov)
+        except Exception as exc:  # a parser bug on one file must not stop the ingest
+            log.exception("failed to parse %s", key)
+            report.skip(key, f"could not be parsed ({type(exc).__name__}: {exc})")
+            return None
+        return _Prepared(record, key, genes, [embedding_text(g) for g in genes], len(data))
+
+    def _flush(self, pending: list[_Prepared], report: IngestReport) -> None:
+        if not pending:
+            return
+        vectors: list[np.ndarray | None] = []
+        texts = [t for p in pending for t in p.embed_texts]
+        if self.embedder is not None and texts:
+            try:
+                matrix = self.embedder.embed(texts)
+                vectors = list(matrix)
+            except Exception as exc:  # the dense signal is optional: store genes without vectors
+                log.warning("embedding failed (%s); genes stored without vectors", exc)
+                vectors = [None] * len(texts)
+        else:
+            vectors = [None] * len(texts)
+        offset = 0
+        for item in pending:
+            item_vectors = vectors[offset:offset + len(item.genes)]
+            offset += len(item.genes)
+            try:
+                result = self.genome.replace_source(item.record, item.path, list(zip(item.genes, item_vectors)))
+            except GenomeError as exc:
+                report.skip(item.path or "<text>", str(exc))
+                continue
+            report.files_ingested += 1
+            report.bytes += item.size
+            report.genes_added += result.added
+            report.genes_replaced += result.replaced
+            report.genes_reused += result.reused
+
+
+def ingest_iter(items: Iterable[tuple[str, dict[str, Any]]], ingestor: Ingestor) -> IngestReport:
+    """Many API texts at once (benchmarks, imports): one report."""
+    total = IngestReport()
+    for text, metadata in items:
+        part = ingestor.ingest_text(text, metadata=metadata)
+        for key in ("files_seen", "files_ingested", "genes_added", "genes_replaced", "genes_reused", "bytes"):
+            setattr(total, key, getattr(total, key) + getattr(part, key))
+        total.files_skipped.extend(part.files_skipped)
+        total.seconds += part.seconds
+    return total

@@ -1,0 +1,191 @@
+"""Walk folders the way a developer expects: .gitignore respected, build junk skipped.
+
+Yields plain records: a file to look at, or a path skipped with the reason, so
+the pipeline can report every skip instead of silently dropping it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+# folders no user wants indexed; matched against every directory name
+DEFAULT_IGNORED_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".eggs", "build", "dist", "target",
+    ".idea", ".vscode", ".next", ".nuxt", ".cache", ".gradle", "coverage", ".coverage", "htmlcov",
+    ".terraform", ".helix", "site-packages", "bower_components", ".DS_Store",
+})
+DEFAULT_IGNORED_SUFFIXES = (".egg-info", ".pyc", ".pyo", ".so", ".dll", ".dylib", ".o", ".a", ".class", ".jar",
+                            ".exe", ".bin", ".png", ".jpg", ".jpeg", ".gif", ".ico", ".pdf", ".zip", ".gz",
+                            ".tar", ".7z", ".whl", ".db", ".sqlite", ".sqlite3", ".db-wal", ".db-shm", ".lock",
+                            ".woff", ".woff2", ".ttf", ".mp3", ".mp4", ".onnx", ".safetensors", ".pt", ".npy")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: Path  # absolute
+    root: Path  # the argument it was found under
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WalkedRoot:
+    """A folder argument that was walked completely (so missing files under it were deleted)."""
+
+    root: Path
+
+
+class _Ignore:
+    """Stack of .gitignore specs, each relative to the folder that holds it."""
+
+    def __init__(self, extra_patterns: Sequence[str], respect_gitignore: bool) -> None:
+        self.respect_gitignore = respect_gitignore
+        self.extra = pathspec.GitIgnoreSpec.from_lines(extra_patterns) if extra_patterns else None
+
+    def load(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+        if not self.respect_gitignore:
+            return None
+        gitignore = folder / ".gitignore"
+        try:
+            lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def ignored(self, specs: list[tuple[Path, pathspec.GitIgnoreSpec]], root: Path, path: Path, is_dir: bool) -> bool:
+        name = path.name
+        if is_dir and (name in DEFAULT_IGNORED_DIRS or name.endswith(".egg-info")):
+            return True
+        if not is_dir and name.lower().endswith(DEFAULT_IGNORED_SUFFIXES):
+            return True
+        suffix = "/" if is_dir else ""
+        if self.extra is not None:
+            rel = path.relative_to(root).as_posix() + suffix
+            if self.extra.match_file(rel):
+                return True
+        for base, spec in specs:
+            try:
+                rel = path.relative_to(base).as_posix() + suffix
+            except ValueError:
+                continue
+            if spec.match_file(rel):
+                return True
+        return False
+
+
+def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[str] = (),
+         respect_gitignore: bool = True, follow_symlinks: bool = False) -> Iterator[FileEntry | Skipped | WalkedRoot]:
+    rules = _Ignore(ignore, respect_gitignore)
+    for raw in paths:
+        root = Path(raw).expanduser()
+        try:
+            root = root.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            reason = "symlink loop" if isinstance(exc, RuntimeError) or "loop" in str(exc).lower() else "does not exist"
+            yield Skipped(str(raw), f"{reason}: check the path")
+            continue
+        if root.is_file():
+            entry = _file_entry(root, root.parent, max_file_bytes)
+            yield entry
+            continue
+        if not root.is_dir():
+            yield Skipped(str(root), "not a regular file or folder")
+            continue
+        complete = True
+        for item in _walk_dir(root, rules, max_file_bytes, follow_symlinks):
+            if isinstance(item, Skipped) and item.reason.startswith("unreadable folder"):
+                complete = False
+            yield item
+        if complete:
+            yield WalkedRoot(root)
+
+
+def _file_entry(path: Path, root: Path, max_file_bytes: int) -> FileEntry | Skipped:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return Skipped(str(path), f"unreadable: {exc.strerror or exc}")
+    if not stat.S_ISREG(st.st_mode):
+        return Skipped(str(path), "not a regular file")
+    if st.st_size > max_file_bytes:
+        return Skipped(str(path), f"too large: {st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
+    return FileEntry(path, root, st.st_size, st.st_mtime_ns)
+
+
+def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: bool) -> Iterator[FileEntry | Skipped]:
+    # explicit stack instead of recursion: deep trees must not hit the recursion limit
+    root_spec = rules.load(root)
+    stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec]]]] = [
+        (root, [(root, root_spec)] if root_spec else [])]
+    visited: set[tuple[int, int]] = set()
+    try:
+        st = root.stat()
+        visited.add((st.st_dev, st.st_ino))
+    except OSError:
+        pass
+    while stack:
+        folder, specs = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield Skipped(str(folder), f"unreadable folder: {exc.strerror or exc}")
+            continue
+        subdirs: list[Path] = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=follow_symlinks)
+            except OSError as exc:
+                yield Skipped(str(path), f"unreadable: {exc.strerror or exc}")
+                continue
+            if rules.ignored(specs, root, path, is_dir):
+                continue
+            if is_link and not follow_symlinks:
+                if os.path.isdir(path) or not os.path.exists(path):
+                    yield Skipped(str(path), "symlink not followed ([ingest] follow_symlinks = false)")
+                    continue
+            if is_dir:
+                try:
+                    st = entry.stat(follow_symlinks=True)
+                except OSError as exc:
+                    reason = "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
+                    yield Skipped(str(path), reason)
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if key in visited:
+                    yield Skipped(str(path), "symlink loop: folder already walked")
+                    continue
+                visited.add(key)
+                subdirs.append(path)
+                continue
+            try:
+                st = entry.stat(follow_symlinks=True)
+            except OSError as exc:
+                reason = "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
+                yield Skipped(str(path), reason)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                yield Skipped(str(path), "not a regular file")
+                continue
+            if st.st_size > max_file_bytes:
+                yield Skipped(str(path), f"too large: {st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
+                continue
+            yield FileEntry(path, root, st.st_size, st.st_mtime_ns)
+        for sub in reversed(subdirs):
+            spec = rules.load(sub)
+            stack.append((sub, specs + [(sub, spec)] if spec else specs))

@@ -1,0 +1,65 @@
+"""What a model name tells us: parameter count, mixture-of-experts, family.
+
+Assembly (small-model layout) and the proxy (think suppression, num_ctx) both
+decide per request from the model name alone; no call to the upstream.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# families whose chat templates understand a "/no_think" soft switch
+NO_THINK_FAMILIES = ("qwen3", "qwen3.5", "smollm3")
+_SIZE_RE = re.compile(r"(?<![a-z0-9])(?:(\d+(?:\.\d+)?)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+_ACTIVE_RE = re.compile(r"-a(\d+(?:\.\d+)?)b\b", re.I)  # qwen3:30b-a3b: 3 B active
+_GEMMA_E_RE = re.compile(r"(?<![a-z0-9])e(\d+)b\b", re.I)  # gemma3n:e2b / e4b (effective params, MoE-like)
+_KNOWN_CONTEXT = (("llama3.1", 131072), ("llama3.2", 131072), ("qwen2.5", 32768), ("qwen3", 40960),
+                  ("gemma3", 131072), ("gemma2", 8192), ("mistral", 32768), ("phi3", 4096), ("smollm2", 8192))
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    family: str
+    params_b: float | None  # total parameters, billions
+    active_params_b: float | None  # for MoE: parameters active per token
+    moe: bool
+    small: bool  # gets the small-model layout and think suppression
+    no_think: bool  # understands "/no_think"
+    context_window: int | None  # a known default, if any
+
+
+def profile(model: str | None, small_max_params_b: float = 3.0) -> ModelProfile:
+    name = (model or "").strip()
+    low = name.lower()
+    base = low.split("/")[-1]
+    family = re.split(r"[:@\-]", base, maxsplit=1)[0] if base else ""
+    params: float | None = None
+    experts = None
+    for match in _SIZE_RE.finditer(base):
+        experts = float(match.group(1)) if match.group(1) else None
+        value = float(match.group(2)) / (1000.0 if match.group(3).lower() == "m" else 1.0)
+        params = value * (experts or 1.0)
+        break
+    active = None
+    if m := _ACTIVE_RE.search(base):
+        active = float(m.group(1))
+    gemma_e = _GEMMA_E_RE.search(base)
+    if gemma_e:
+        active = float(gemma_e.group(1))
+        params = params or active
+    moe = bool(active is not None or experts or "moe" in base or "mixtral" in base or gemma_e)
+    effective = active if active is not None else params
+    small = moe or (effective is not None and effective <= small_max_params_b)
+    context = next((ctx for fam, ctx in _KNOWN_CONTEXT if base.startswith(fam)), None)
+    return ModelProfile(
+        name=name,
+        family=family,
+        params_b=params,
+        active_params_b=active,
+        moe=moe,
+        small=small,
+        no_think=any(base.startswith(f) for f in NO_THINK_FAMILIES),
+        context_window=context,
+    )

@@ -1,0 +1,62 @@
+"""Fuse per-scorer scores into one ranking, keeping each signal's contribution.
+
+`weighted` (default): each scorer's scores are divided by that scorer's best
+score for this query, then summed with the configured weights; dense cosine is
+kept on its absolute scale above a floor, so a weak dense neighbour cannot
+look as good as a strong one. `rrf`: reciprocal-rank fusion, rank-only.
+benchmarks/bench_retrieval.py measures both on SciFact; the README records why
+the default was chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+Scores = dict[int, float]
+RRF_K = 60.0
+DENSE_FLOOR = 0.15  # cosine below this carries no evidence for MiniLM
+
+
+def _normalise(name: str, scores: Scores) -> Scores:
+    if not scores:
+        return {}
+    if name == "dense":
+        top = max(scores.values())
+        span = max(top - DENSE_FLOOR, 1e-6)
+        return {k: max(0.0, (v - DENSE_FLOOR) / span) * min(1.0, top / 0.5) for k, v in scores.items()}
+    top = max(scores.values())
+    if top <= 0:
+        return {k: 0.0 for k in scores}
+    return {k: v / top for k, v in scores.items()}
+
+
+def fuse_weighted(per_signal: Mapping[str, Scores], weights: Mapping[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
+    fused: dict[int, tuple[float, dict[str, float]]] = {}
+    for name, scores in per_signal.items():
+        w = weights.get(name, 0.0)
+        if w == 0.0:
+            continue
+        for rowid, value in _normalise(name, scores).items():
+            total, parts = fused.get(rowid, (0.0, {}))
+            contribution = w * value
+            parts[name] = round(contribution, 6)
+            fused[rowid] = (total + contribution, parts)
+    return fused
+
+
+def fuse_rrf(per_signal: Mapping[str, Scores], weights: Mapping[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
+    fused: dict[int, tuple[float, dict[str, float]]] = {}
+    for name, scores in per_signal.items():
+        w = weights.get(name, 0.0)
+        if w == 0.0:
+            continue
+        ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+        for rank, (rowid, _) in enumerate(ranked, 1):
+            total, parts = fused.get(rowid, (0.0, {}))
+            contribution = w / (RRF_K + rank)
+            parts[name] = round(contribution, 6)
+            fused[rowid] = (total + contribution, parts)
+    return fused
+
+
+FUSERS = {"weighted": fuse_weighted, "rrf": fuse_rrf}

