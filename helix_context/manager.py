@@ -320,6 +320,17 @@ class HelixContextManager:
         data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
         return data
 
+    def genome_gauges(self) -> dict[str, Any]:
+        """Cheap numbers for the telemetry gauges (cached for a few seconds: gauges are polled often)."""
+        now = time.monotonic()
+        cached = getattr(self, "_gauges", None)
+        if cached is not None and now - cached[0] < 5.0:
+            return cached[1]
+        stats = self.genome.stats()
+        data = {"genes_by_tier": stats["genes_by_tier"], "db_bytes": stats["db_bytes"], "wal_bytes": stats["wal_bytes"]}
+        self._gauges = (now, data)
+        return data
+
     def health(self) -> dict[str, Any]:
         parts = self.parts()
         degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]

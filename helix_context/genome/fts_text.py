@@ -38,8 +38,8 @@ def is_compound(name: str) -> bool:
 def identifier_parts(text: str) -> list[str]:
     """Unique split parts of all compound identifiers in `text`, in first-seen order."""
     seen: dict[str, None] = {}
-    for match in IDENT_RE.finditer(text):
-        word = match.group(0)
+    # split each distinct word once: source code repeats its identifiers many times
+    for word in dict.fromkeys(IDENT_RE.findall(text)):
         if "_" in word.strip("_") or (not word.islower() and not word.isupper()):
             for part in split_identifier(word):
                 seen.setdefault(part, None)

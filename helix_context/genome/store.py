@@ -140,7 +140,9 @@ class Genome:
         self._connections_lock = threading.Lock()
         self._dense: DenseIndex | None = None
         self._dense_lock = threading.Lock()
+        self._migrated = False
         self._open_and_migrate()
+        self._migrated = True
 
     # ── connections ──
 
@@ -205,6 +207,9 @@ class Genome:
                 log.warning("genome %s: journal mode is %s, not WAL", self.path, mode)
             for target in range(version, SCHEMA_VERSION):
                 with self.transaction() as tx:
+                    # another process may have migrated while we waited for the write lock
+                    if tx.execute("PRAGMA user_version").fetchone()[0] > target:
+                        continue
                     tx.executescript_in_tx(MIGRATIONS[target])
                     tx.execute(f"PRAGMA user_version = {target + 1}")
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', '0')")
@@ -228,7 +233,8 @@ class Genome:
                 raise _friendly(exc, self.path) from None
             try:
                 yield _Tx(conn)
-                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                if self._migrated:
+                    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
                 conn.execute("COMMIT")
             except BaseException as exc:
                 try:

@@ -176,9 +176,27 @@ class Ingestor:
                     ) -> IngestReport:
         """API ingest: text with optional metadata {path, project, source_kind, authority_class, volatility_class}.
         With a path, the text becomes that path's complete set of genes (re-posting replaces them)."""
-        metadata = metadata or {}
+        return self.ingest_texts([(text, content_type, metadata or {})])
+
+    def ingest_texts(self, items: Iterable[tuple[str, str | None, dict[str, Any]]]) -> IngestReport:
+        """Many API texts, embedded in batches across texts (evaluations, imports, session notes)."""
         started = time.perf_counter()
-        report = IngestReport(files_seen=1)
+        report = IngestReport(embedded=self.embedder is not None)
+        pending: list[_Prepared] = []
+        pending_chunks = 0
+        batch_target = max(64, self.settings.embedding.batch_size * 4)
+        for text, content_type, metadata in items:
+            report.files_seen += 1
+            pending.append(self._prepare_text(text, content_type, metadata))
+            pending_chunks += len(pending[-1].genes)
+            if pending_chunks >= batch_target:
+                self._flush(pending, report)
+                pending, pending_chunks = [], 0
+        self._flush(pending, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _prepare_text(self, text: str, content_type: str | None, metadata: dict[str, Any]) -> _Prepared:
         now = time.time()
         path = str(metadata["path"]) if metadata.get("path") else None
         prov = Provenance(
@@ -191,12 +209,9 @@ class Ingestor:
         genes = self.make_genes(text, path=path, content_type=content_type, language=metadata.get("language"),
                                 project=metadata.get("project"), provenance=prov)
         encoded = text.encode("utf-8", "surrogatepass")
-        record = FileRecord(path, metadata.get("project"), len(encoded), 0,
-                            hashlib.sha256(encoded).hexdigest()) if path else None
-        prepared = _Prepared(record, path, genes, [embedding_text(g) for g in genes], len(encoded))
-        self._flush([prepared], report)
-        report.seconds = time.perf_counter() - started
-        return report
+        # no files-table record: the path names the text, it is not a file to re-read or retire;
+        # re-posting the same path still replaces its genes (they are keyed by source path)
+        return _Prepared(None, path, genes, [embedding_text(g) for g in genes], len(encoded))
 
     def ingest_paths(self, paths: Sequence[str | Path], *, project: str | None = None,
                      progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
@@ -336,15 +351,3 @@ class Ingestor:
             report.genes_added += result.added
             report.genes_replaced += result.replaced
             report.genes_reused += result.reused
-
-
-def ingest_iter(items: Iterable[tuple[str, dict[str, Any]]], ingestor: Ingestor) -> IngestReport:
-    """Many API texts at once (benchmarks, imports): one report."""
-    total = IngestReport()
-    for text, metadata in items:
-        part = ingestor.ingest_text(text, metadata=metadata)
-        for key in ("files_seen", "files_ingested", "genes_added", "genes_replaced", "genes_reused", "bytes"):
-            setattr(total, key, getattr(total, key) + getattr(part, key))
-        total.files_skipped.extend(part.files_skipped)
-        total.seconds += part.seconds
-    return total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -14,6 +15,7 @@ from helix_context import signals
 from helix_context.config import Settings, load_config
 from helix_context.server.errors import install_error_handlers
 from helix_context.server.security import GuardMiddleware
+from helix_context.telemetry import Telemetry, instrument_app
 
 log = logging.getLogger("helix.server")
 
@@ -22,6 +24,7 @@ ROUTERS = (
     "helix_context.server.routes_health",
     "helix_context.server.routes_admin",
     "helix_context.server.routes_context",
+    "helix_context.server.routes_dashboard",
 )
 
 
@@ -33,7 +36,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from helix_context.manager import HelixContextManager
 
         app.state.started_at = time.time()
-        app.state.helix = HelixContextManager(settings)
+        helix = HelixContextManager(settings)
+        app.state.helix = helix
+        helix.telemetry = telemetry
+        telemetry.observe_genome(helix.genome_gauges)
+        # load models in the background: /health answers at once (the supervisor's restart clock is
+        # ticking), and a request that needs a part waits on that part's lock, not on all of them
+        app.state.warmup = asyncio.create_task(asyncio.to_thread(helix.load_parts))
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
@@ -41,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             app.state.helix.close()
+            telemetry.shutdown()
             signals.write_server_state("stopped", pid=os.getpid(), reason="clean stop", actor="backend",
                                        home=settings.home)
 
@@ -51,6 +61,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    telemetry = Telemetry(settings, "helix-backend")
+    app.state.telemetry = telemetry
     install_error_handlers(app)
     import importlib
 
@@ -58,4 +70,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         module = importlib.import_module(module_name)
         app.include_router(module.router)
     app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes)
+    instrument_app(app, telemetry)  # outermost: also counts 401/413 answers
     return app

