@@ -12,6 +12,7 @@ can only be deleted by replaying exactly the text that was indexed.
 
 from __future__ import annotations
 
+import functools
 import re
 
 IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -22,17 +23,23 @@ _FTS_TOKEN_RE = re.compile(r"[^\W]+", re.UNICODE)  # mirrors unicode61 with '_' 
 
 def split_identifier(name: str) -> list[str]:
     """`getHTTPResponse_code` → ["get", "http", "response", "code"]; a plain word → []."""
+    return list(_split_cached(name))
+
+
+@functools.lru_cache(maxsize=65536)
+def _split_cached(name: str) -> tuple[str, ...]:
+    # identifiers repeat across a code base: split each spelling once per process
     parts: list[str] = []
     for piece in name.split("_"):
         if piece:
             parts.extend(m.group(0).lower() for m in _CAMEL_RE.finditer(piece))
     if len(parts) < 2:
-        return []
-    return parts
+        return ()
+    return tuple(parts)
 
 
 def is_compound(name: str) -> bool:
-    return len(split_identifier(name)) >= 2
+    return len(_split_cached(name)) >= 2
 
 
 def identifier_parts(text: str) -> list[str]:
@@ -41,7 +48,7 @@ def identifier_parts(text: str) -> list[str]:
     # split each distinct word once: source code repeats its identifiers many times
     for word in dict.fromkeys(IDENT_RE.findall(text)):
         if "_" in word.strip("_") or (not word.islower() and not word.isupper()):
-            for part in split_identifier(word):
+            for part in _split_cached(word):
                 seen.setdefault(part, None)
     return list(seen)
 

@@ -21,7 +21,7 @@ CREATE TABLE meta (
 CREATE TABLE genes (
     id               INTEGER PRIMARY KEY,
     gene_id          TEXT NOT NULL UNIQUE,
-    content          TEXT NOT NULL,
+    content          BLOB NOT NULL,  -- zlib-compressed UTF-8 (see store.pack_text)
     content_type     TEXT NOT NULL,
     language         TEXT,
     source_path      TEXT,

@@ -16,6 +16,32 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 OPEN_PATHS = {"/health"}  # liveness must answer the supervisor without a key
+DASHBOARD_COOKIE = "helix_api_key"
+
+
+def _cookie(header: str, name: str) -> str:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return ""
+
+
+def _query_param(raw: bytes, name: str) -> str:
+    from urllib.parse import parse_qs
+
+    values = parse_qs(raw.decode("latin-1")).get(name)
+    return values[0] if values else ""
+
+
+def _with_cookie(send: "Send", name: str, value: str) -> "Send":
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            cookie = f"{name}={value}; Path=/dashboard; HttpOnly; SameSite=Strict".encode("latin-1")
+            message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+        await send(message)
+
+    return wrapped
 
 
 def is_loopback(host: str | None) -> bool:
@@ -60,11 +86,18 @@ class GuardMiddleware:
         client = scope.get("client")
         client_host = client[0] if client else None
 
+        set_cookie = False
         if self.api_key and path not in OPEN_PATHS:
             supplied = headers.get("x-api-key", "")
             auth = headers.get("authorization", "")
             if auth.lower().startswith("bearer "):
                 supplied = supplied or auth[7:].strip()
+            if not supplied and path.startswith("/dashboard") and scope.get("method") == "GET":
+                # a browser cannot send headers: accept the key once in the URL, then from a cookie
+                supplied = _cookie(headers.get("cookie", ""), DASHBOARD_COOKIE)
+                if not supplied:
+                    supplied = _query_param(scope.get("query_string", b""), "api_key")
+                    set_cookie = bool(supplied)
             if not hmac.compare_digest(supplied.encode(), self.api_key.encode()):
                 await _send_json(send, 401, {"error": {"message": "missing or wrong API key: send it as "
                                  "'Authorization: Bearer <HELIX_API_KEY>' or 'X-API-Key'", "type": "unauthorized"}})
@@ -97,6 +130,8 @@ class GuardMiddleware:
                     raise BodyTooLarge()
             return message
 
+        if set_cookie:
+            send = _with_cookie(send, DASHBOARD_COOKIE, self.api_key)
         try:
             await self.app(scope, limited_receive, send)
         except BodyTooLarge:

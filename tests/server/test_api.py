@@ -1,0 +1,171 @@
+"""The real app over HTTP: the JSON API, bad input, and the security rules."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from helix_context.server.security import check_bind
+
+CONFIG = '[server]\nport = 11437\nhost = "127.0.0.1"\n'
+CODE = 'def open_genome(path):\n    """Open the SQLite genome in WAL mode."""\n    return connect(path, wal=True)\n'
+
+
+@pytest.fixture
+def server(live_server):
+    with live_server.client() as c:
+        r = c.post("/ingest", json={"content": CONFIG, "content_type": "config", "metadata": {"path": "app/helix.toml"}})
+        assert r.status_code == 200, r.text
+        r = c.post("/ingest", json={"content": CODE, "content_type": "code", "metadata": {"path": "app/genome.py"}})
+        assert r.status_code == 200, r.text
+    return live_server
+
+
+def test_health_reports_parts_upstream_and_pid(server) -> None:
+    data = httpx.get(server.url + "/health").json()
+    assert data["status"] in ("ok", "degraded")
+    assert data["pid"] == os.getpid()
+    assert set(data["parts"]) == {"embeddings", "ner", "headroom"}
+    assert data["upstream"]["url"]
+    history = httpx.get(server.url + "/health/history").json()["history"]
+    assert history and history[-1]["status"] == data["status"]
+
+
+def test_context_packet_fingerprint_stats(server) -> None:
+    with server.client() as c:
+        ctx = c.post("/context", json={"query": "which port does the server use"}).json()
+        assert "<expressed_context>" in ctx["expressed_context"] and "port=11437" in ctx["expressed_context"]
+        assert ctx["context_health"]["genes_expressed"] >= 1 and ctx["tier"] in ("tight", "focused", "broad")
+        packet = c.post("/context/packet", json={"query": "open the genome in WAL mode", "task_type": "explain"}).json()
+        assert {"verified", "stale_risk", "refresh_targets", "notes", "coordinate_confidence"} <= set(packet)
+        items = packet["verified"] + packet["stale_risk"]
+        assert items and items[0]["source_id"] == "app/genome.py"
+        plan = c.post("/context/refresh-plan", json={"query": "open genome", "task_type": "edit"}).json()
+        assert "refresh_targets" in plan
+        fp = c.post("/fingerprint", json={"query": "open_genome", "max_results": 3}).json()
+        assert fp["results"][0]["source_id"] == "app/genome.py" and fp["results"][0]["signals"]
+        stats = c.get("/stats").json()
+        assert stats["total_genes"] == 2
+
+
+def test_ingest_path_needs_an_allowed_root(settings, server_factory, tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "notes.md").write_text("# Notes\n\nThe deploy key rotates every 30 days.\n")
+    (tmp_path / "private.txt").write_text("secret\n")
+    server = server_factory(settings.replace(server={"allowed_ingest_roots": (str(allowed),)}))
+    with server.client() as c:
+        ok = c.post("/ingest", json={"path": str(allowed)})
+        assert ok.status_code == 200 and ok.json()["files_ingested"] == 1
+        denied = c.post("/ingest", json={"path": str(tmp_path / "private.txt")})
+        assert denied.status_code == 403 and "allowed_ingest_roots" in denied.json()["error"]["message"]
+        missing = c.post("/ingest", json={"path": str(allowed / "nope")})
+        assert missing.status_code == 404
+
+
+@pytest.mark.parametrize("body,status,needle", [
+    ({}, 422, "query"),
+    ({"query": 5}, 422, "query"),
+    ({"query": "x", "budget_tokens": 0}, 422, "budget_tokens"),
+    ({"query": "x", "budget_tokens": -3}, 422, "budget_tokens"),
+    ({"query": "x", "surprise": 1}, 422, "surprise"),
+])
+def test_bad_context_requests_are_4xx_with_the_field_named(server, body, status, needle) -> None:
+    r = httpx.post(server.url + "/context", json=body)
+    assert r.status_code == status
+    assert needle in r.json()["error"]["message"]
+
+
+def test_malformed_json_unknown_task_empty_and_huge_queries(server) -> None:
+    r = httpx.post(server.url + "/context", content=b'{"query": ', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "error" in r.json()
+    r = httpx.post(server.url + "/context/packet", json={"query": "port", "task_type": "dance"})
+    assert r.status_code == 400 and "plan" in r.json()["error"]["message"]
+    r = httpx.post(server.url + "/context", json={"query": ""})
+    assert r.status_code == 200 and r.json()["tier"] == "abstain"
+    r = httpx.post(server.url + "/context", json={"query": "port \x00\x07 " + "y" * 900_000}, timeout=60)
+    assert r.status_code == 200
+    r = httpx.post(server.url + "/ingest", json={"content": "a\x00b"})
+    assert r.status_code == 422 and "NUL" in r.json()["error"]["message"]
+    r = httpx.post(server.url + "/ingest", json={"content": "x", "path": "/tmp"})
+    assert r.status_code == 422
+
+
+def test_huge_body_is_refused_and_the_server_keeps_serving(settings, server_factory) -> None:
+    server = server_factory(settings.replace(server={"max_body_bytes": 10_000}))
+    r = httpx.post(server.url + "/ingest", json={"content": "z" * 50_000})
+    assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"]
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_admin_routes_answer_loopback_only(server) -> None:
+    assert httpx.post(server.url + "/admin/checkpoint").status_code == 200
+
+    async def remote() -> httpx.Response:
+        transport = httpx.ASGITransport(app=server.app, client=("203.0.113.7", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://helix") as c:
+            return await c.post("/admin/vacuum")
+
+    r = asyncio.run(remote())
+    assert r.status_code == 403 and "HELIX_API_KEY" in r.json()["error"]["message"]
+
+
+def test_admin_maintenance_routes(server, tmp_path: Path) -> None:
+    with server.client() as c:
+        assert c.post("/admin/vacuum").json()["bytes_after"] > 0
+        assert c.post("/admin/compact").status_code == 200
+        assert c.post("/admin/kv-backfill").json()["genes_with_new_facts"] >= 0
+        assert c.post("/admin/refresh").status_code == 200
+        assert c.post("/admin/ribosome/pause").json()["paused"] is True
+        assert c.get("/admin/ribosome").json()["paused"] is True
+        assert c.post("/admin/ribosome/resume").json()["paused"] is False
+        signal = c.post("/admin/announce_restart", json={"reason": "test", "expected_downtime_s": 2}).json()
+        assert signal["state"] == "restarting" and signal["pid"] == os.getpid()
+
+
+def test_api_key_is_checked_on_every_route_but_health(settings, server_factory) -> None:
+    server = server_factory(settings.replace(api_key="s3cret"))
+    assert httpx.get(server.url + "/health").status_code == 200
+    assert httpx.get(server.url + "/stats").status_code == 401
+    assert httpx.get(server.url + "/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(server.url + "/stats", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert httpx.get(server.url + "/stats", headers={"X-API-Key": "s3cret"}).status_code == 200
+    # a browser opens the dashboard with ?api_key= once; the cookie carries it afterwards
+    with httpx.Client(base_url=server.url) as browser:
+        assert browser.get("/dashboard").status_code == 401
+        assert browser.get("/dashboard", params={"api_key": "s3cret"}).status_code == 200
+        assert browser.get("/dashboard/data").status_code == 200
+
+
+def test_non_loopback_bind_needs_a_key(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="HELIX_API_KEY"):
+        check_bind("0.0.0.0", "")
+    check_bind("0.0.0.0", "key")
+    check_bind("127.0.0.1", "")
+    check_bind("::1", "")
+    proc = subprocess.run([sys.executable, "-m", "helix_context.cli", "serve", "--host", "0.0.0.0", "--port", "1"],
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert proc.returncode != 0 and "HELIX_API_KEY" in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("schemathesis") is None and not (Path(sys.executable).parent / "schemathesis").exists(),
+                    reason="schemathesis not installed (pip install -e .[test])")
+def test_openapi_fuzz_finds_no_server_errors(server) -> None:
+    """schemathesis generates requests from our OpenAPI schema; no answer may be a 500."""
+    exe = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
+    proc = subprocess.run(
+        [exe, "run", server.url + "/openapi.json", "--checks", "not_a_server_error", "--max-examples", "15",
+         "--generation-deterministic", "--request-timeout", "30", "--exclude-path-regex", "^/v1/"],
+        capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    # it really exercised the API: the summary names the operations it tested
+    generated = re.search(r"(\d+) generated, (\d+) passed", proc.stdout)
+    assert generated and int(generated.group(1)) >= 100, proc.stdout[-3000:]
