@@ -51,8 +51,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             app.state.helix.close()
             telemetry.shutdown()
-            signals.write_server_state("stopped", pid=os.getpid(), reason="clean stop", actor="backend",
-                                       home=settings.home)
+            current, stale, _ = signals.read_server_state(settings.home)
+            announced = current is not None and current.state == "restarting" and current.pid == os.getpid()
+            if not announced or stale:  # a planned restart keeps its announcement for the supervisor
+                signals.write_server_state("stopped", pid=os.getpid(), reason="clean stop", actor="backend",
+                                           home=settings.home)
 
     app = FastAPI(
         title="Helix Context",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -23,9 +25,22 @@ class AnnounceRestart(BaseModel):
 
 @router.post("/announce_restart")
 def announce_restart(body: AnnounceRestart, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
-    signal = signals.announce_restart(body.reason, body.actor, body.expected_downtime_s, os.getpid(),
-                                      home=helix.settings.home)
-    return signal.as_dict()
+    state = signals.announce_restart(body.reason, body.actor, body.expected_downtime_s, os.getpid(),
+                                     home=helix.settings.home)
+    return state.as_dict()
+
+
+@router.post("/shutdown")
+async def shutdown(body: AnnounceRestart | None = None,
+                   helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Stop this backend cleanly (the supervisor uses it where no console signal reaches a child: Windows).
+    With a body, the stop is announced as a planned restart first."""
+    if body is not None:
+        signals.announce_restart(body.reason, body.actor, body.expected_downtime_s, os.getpid(),
+                                 home=helix.settings.home)
+    # raise SIGINT in this process after the answer is sent: uvicorn's own handler shuts down gracefully
+    asyncio.get_running_loop().call_later(0.1, signal.raise_signal, signal.SIGINT)
+    return {"stopping": True, "pid": os.getpid()}
 
 
 @router.get("/ribosome")

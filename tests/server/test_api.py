@@ -169,3 +169,33 @@ def test_openapi_fuzz_finds_no_server_errors(server) -> None:
     # it really exercised the API: the summary names the operations it tested
     generated = re.search(r"(\d+) generated, (\d+) passed", proc.stdout)
     assert generated and int(generated.group(1)) >= 100, proc.stdout[-3000:]
+
+
+def test_admin_shutdown_stops_the_backend_cleanly(tmp_path: Path) -> None:
+    """The graceful stop the supervisor uses on Windows: the process exits 0 and stamps its stop."""
+    from conftest import free_port
+
+    from helix_context import signals
+
+    port = free_port()
+    env = {**os.environ, "HELIX_SERVER_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "helix_context.cli", "serve"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                import time
+
+                time.sleep(0.05)
+        r = httpx.post(url + "/admin/shutdown")
+        assert r.status_code == 200 and r.json()["pid"] == proc.pid
+        assert proc.wait(timeout=30) == 0
+        state, _, _ = signals.read_server_state()
+        assert state is not None and state.state == "stopped" and state.pid == proc.pid
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,88 @@
+"""POST /v1/chat/completions, GET /v1/models, GET /sessions, POST /consolidate.
+
+Thin: parse, call the proxy library (helix_context.proxy / ribosome), shape the answer.
+Errors keep OpenAI's shape ``{"error": {"message", "type", "code"}}`` so OpenAI
+clients raise their usual exceptions with Helix's advice in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from helix_context.manager import HelixContextManager
+from helix_context.proxy import ChatCompletionRequest, ChatProxy, ClientGone, ProxyError
+from helix_context.ribosome import consolidate
+from helix_context.server.deps import get_helix
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    proxy = getattr(app.state, "proxy", None)
+    if proxy is not None:
+        await proxy.aclose()
+        app.state.proxy = None
+
+
+router = APIRouter(tags=["proxy"], lifespan=_lifespan)
+
+
+def get_proxy(request: Request) -> ChatProxy:
+    """One ChatProxy (pooled upstream client, session recorder) per app, made on first use."""
+    proxy = getattr(request.app.state, "proxy", None)
+    if proxy is None:
+        proxy = ChatProxy(request.app.state.helix, request.app.state.settings)
+        request.app.state.proxy = proxy
+    return proxy
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request,
+                           proxy: ChatProxy = Depends(get_proxy)) -> Response:
+    """OpenAI chat completions with Helix context injected (headers: X-Helix-Session, X-Helix-Inject: off)."""
+    try:
+        prepared = await proxy.prepare(body, headers=request.headers,
+                                       client_host=request.client.host if request.client else None)
+        if prepared.stream:
+            stream = await proxy.open_stream(prepared)
+            return StreamingResponse(stream, media_type="text/event-stream",
+                                     headers={**prepared.headers(), "Cache-Control": "no-cache",
+                                              "X-Accel-Buffering": "no"})
+        data = await proxy.complete(prepared, is_disconnected=request.is_disconnected)
+        return JSONResponse(data, headers=prepared.headers())
+    except ProxyError as exc:
+        return JSONResponse(exc.body(), status_code=exc.status)
+    except ClientGone:
+        return Response(status_code=499)  # nobody is listening; keeps the access log honest
+
+
+@router.get("/v1/models", response_model=None)
+async def list_models(proxy: ChatProxy = Depends(get_proxy)) -> JSONResponse | dict[str, Any]:
+    """The upstream's models in OpenAI's list shape (Ollama's /api/tags translated)."""
+    try:
+        return await proxy.upstream.list_models()
+    except ProxyError as exc:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+
+@router.get("/sessions")
+async def sessions(limit: int = Query(50, ge=1, le=1000), proxy: ChatProxy = Depends(get_proxy),
+                   helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Chat sessions seen by the proxy, most recent first: id, agent, last seen, requests, genes delivered."""
+    await proxy.recorder.flush()
+    return {"sessions": await run_in_threadpool(helix.genome.sessions, limit)}
+
+
+@router.post("/consolidate")
+async def consolidate_sessions(limit: int = Query(2000, ge=1, le=100_000), proxy: ChatProxy = Depends(get_proxy),
+                               helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
+    """Distil the session buffer into "session notes" genes (ribosome summary when enabled and not paused)."""
+    await proxy.recorder.flush()
+    report = await consolidate(helix, proxy.ribosome, limit=limit)
+    return report.to_dict()

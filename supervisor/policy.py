@@ -1,0 +1,65 @@
+"""Restart policy: exponential backoff and flapping detection. Pure: no clock, no I/O.
+
+The first failure in a quiet period restarts at once (a crash should cost the
+user one start-up, not a sleep); each further failure inside the flap window
+waits twice as long as the one before, from `backoff_initial_s` up to
+`backoff_max_s`. More than `max_restarts` failures inside `window_s` is
+flapping: the decision is FATAL and nothing restarts until `reset()` (the user
+asked, from the tray or the CLI).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from helix_context.config import SupervisorSettings
+
+
+@dataclass(frozen=True)
+class Decision:
+    fatal: bool
+    delay_s: float  # how long to wait before the next start (0 when fatal)
+    failures_in_window: int
+    reason: str = ""
+
+
+@dataclass
+class RestartPolicy:
+    backoff_initial_s: float = 0.25
+    backoff_max_s: float = 30.0
+    window_s: float = 60.0
+    max_restarts: int = 5
+    _failures: collections.deque[float] = field(default_factory=collections.deque, repr=False)
+
+    @classmethod
+    def from_settings(cls, s: SupervisorSettings) -> "RestartPolicy":
+        return cls(backoff_initial_s=s.backoff_initial_s, backoff_max_s=s.backoff_max_s,
+                   window_s=s.flap_window_s, max_restarts=s.flap_max_restarts)
+
+    def _expire(self, now: float) -> None:
+        while self._failures and now - self._failures[0] > self.window_s:
+            self._failures.popleft()
+
+    def failures_in_window(self, now: float) -> int:
+        self._expire(now)
+        return len(self._failures)
+
+    def backoff_for(self, failures: int) -> float:
+        """Delay before the restart that follows the n-th failure in the window (n >= 1)."""
+        if failures <= 1:
+            return 0.0
+        return min(self.backoff_max_s, self.backoff_initial_s * (2 ** (failures - 2)))
+
+    def record_failure(self, now: float) -> Decision:
+        """Count one unexpected exit / hang / failed start at time `now` and decide."""
+        self._expire(now)
+        self._failures.append(now)
+        n = len(self._failures)
+        if n > self.max_restarts:
+            return Decision(True, 0.0, n, f"{n} failures within {self.window_s:g}s "
+                                          f"(limit {self.max_restarts}): giving up until asked to start again")
+        return Decision(False, self.backoff_for(n), n)
+
+    def reset(self) -> None:
+        self._failures.clear()
