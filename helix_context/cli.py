@@ -199,6 +199,39 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     return run_supervisor(_settings(args), headless=True)
 
 
+# ── export / import ──
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from helix_context.portable import export_genome, format_summary
+
+    helix = _manager(args)
+    try:
+        summary = export_genome(helix.genome, args.file)
+    finally:
+        helix.close()
+    if args.json:
+        _print_json(summary)
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from helix_context.portable import format_summary, import_genome
+
+    helix = _manager(args)
+    try:
+        summary = import_genome(helix.genome, args.file, strategy=args.strategy, dry_run=args.dry_run)
+    finally:
+        helix.close()
+    if args.json:
+        _print_json(summary)
+    else:
+        print(format_summary(summary))
+    return 0
+
+
 # ── maintenance ──
 
 
@@ -268,6 +301,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("supervise", help="run the supervisor without a tray (servers, CI, systemd)")
     p.set_defaults(func=cmd_supervise)
+
+    p = sub.add_parser("export", help="write the whole genome to one portable file (versioned, gzip, sha256)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="merge an export file into the genome")
+    p.add_argument("file")
+    p.add_argument("--strategy", choices=("skip_existing", "overwrite", "newest"), default="skip_existing")
+    p.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import)
 
     for name, text in (("vacuum", "rebuild the genome file to reclaim space"),
                        ("checkpoint", "fold the WAL into the genome file"),

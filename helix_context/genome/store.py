@@ -364,19 +364,19 @@ class Genome:
         return rowid
 
     @staticmethod
-    def _fts_values(content: str | bytes, tags: str, path: str | None) -> tuple[str, str, str]:
+    def fts_values(content: str | bytes, tags: str, path: str | None) -> tuple[str, str, str]:
         return (fts_text.body_text(unpack_text(content)), fts_text.tags_text(tags.split("\n") if tags else []),
                 fts_text.path_text(path))
 
     def _fts_insert(self, tx: "_Tx", rowid: int, content: str, tags: str, path: str | None) -> None:
         tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
-                   (rowid, *self._fts_values(content, tags, path)))
+                   (rowid, *self.fts_values(content, tags, path)))
 
     def _fts_delete(self, tx: "_Tx", rowid: int) -> None:
         row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
         if row is not None:
             tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
-                       (rowid, *self._fts_values(*row)))
+                       (rowid, *self.fts_values(*row)))
 
     def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source

@@ -25,6 +25,7 @@ ROUTERS = (
     "helix_context.server.routes_admin",
     "helix_context.server.routes_context",
     "helix_context.server.routes_dashboard",
+    "helix_context.server.routes_genes",
 )
 
 
