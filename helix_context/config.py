@@ -75,7 +75,7 @@ class RetrievalSettings:
     score_floor: float = 0.35  # fraction of the top fused score
     abstain_below: float = 0.0
     candidate_pool: int = 200
-    weight_fts: float = 1.0
+    weight_fts: float = 0.8
     weight_tags: float = 0.6
     weight_path: float = 0.5
     weight_dense: float = 1.0

@@ -86,7 +86,9 @@ class Retriever:
 
         t = time.perf_counter()
         scoped = project is not None or party is not None
-        window = ranked[: max(max_genes * 4, 40) * (5 if scoped else 1)]
+        # decode only what can be returned (gated: room for the floor/tier to choose from)
+        wanted = max_genes if not gate else max(max_genes * 3, 24)
+        window = ranked[: wanted * (5 if scoped else 1)]
         genes = self.genome.genes_by_rowid(r for r, _ in window)
         items: list[ScoredGene] = []
         for rowid, (score, parts) in window:

@@ -40,10 +40,19 @@ def fts_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
     return dict(genome.fts_search(expr, limit))
 
 
+def _identifier_like(term: str) -> bool:
+    return any(c.isdigit() for c in term) or "_" in term
+
+
 def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
-    """Exact identifier / tag matches: `get_user_name` as written, not its parts."""
+    """Exact identifier / tag matches: `get_user_name` as written, not its parts.
+
+    Only identifier-like query tokens take part: on plain prose the tags are
+    named entities, and matching every query word against them added noise
+    (SciFact train split: nDCG@10 fell as this signal's weight rose).
+    """
     wanted = [t for ident in qs.identifiers for t in fts_tokens(ident)]
-    wanted += [t for t in qs.terms if len(t) > 3]
+    wanted += [t for t in qs.terms if _identifier_like(t)]
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
 
 
