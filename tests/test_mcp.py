@@ -157,7 +157,7 @@ def test_every_tool_over_stdio_against_the_real_backend(backend, tmp_path: Path)
         assert not error, text
         assert "files_ingested=1" in text
 
-        error, text = await call(session, "helix_context", query="reconcile ledger quarterly LedgerAuditTrail")
+        error, text = await call(session, "helix_context", query="reconcile ledger quarterly LedgerAuditTrail LEDGER_TOLERANCE_CENTS")
         assert not error, text
         assert "<expressed_context>" in text and "reconcile_ledger_quarterly" in text
         assert str(source) in text

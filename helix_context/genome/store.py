@@ -235,8 +235,13 @@ class Genome:
     # ── transactions ──
 
     @contextmanager
-    def transaction(self) -> Iterator["_Tx"]:
-        """BEGIN IMMEDIATE … COMMIT, rolled back on any error; bumps the generation."""
+    def transaction(self, *, changes_genes: bool = True) -> Iterator["_Tx"]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
+
+        `changes_genes` bumps the generation, which readers use to rebuild caches
+        (the dense matrix); bookkeeping writes (sessions, co-activation, access
+        counts) pass False so a chat does not throw the caches away.
+        """
         if self.readonly:
             raise GenomeError(f"genome {self.path} is open read-only")
         conn = self.conn
@@ -247,7 +252,7 @@ class Genome:
                 raise _friendly(exc, self.path) from None
             try:
                 yield _Tx(conn)
-                if self._migrated:
+                if self._migrated and changes_genes:
                     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
                 conn.execute("COMMIT")
             except BaseException as exc:
@@ -501,6 +506,17 @@ class Genome:
             self._dense = DenseIndex(np.asarray(rowids, dtype=np.int64), matrix, generation)
             return self._dense
 
+    def embedded_gene_ids(self, gene_ids: Sequence[str]) -> set[str]:
+        """Which of these genes are already stored with a vector (so ingest need not embed them again)."""
+        found: set[str] = set()
+        ids = list(dict.fromkeys(gene_ids))
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            marks = ",".join("?" * len(batch))
+            found.update(r[0] for r in self.conn.execute(
+                f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL", batch))
+        return found
+
     def genes_missing_embeddings(self, limit: int = 1000) -> list[tuple[int, str]]:
         return [(r[0], unpack_text(r[1])) for r in self.conn.execute(
             "SELECT id, content FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
@@ -538,7 +554,7 @@ class Genome:
             return
         now = time.time()
         pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
-        with self.transaction() as tx:
+        with self.transaction(changes_genes=False) as tx:
             tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ? WHERE id = ?",
                            [(now, r) for r in ids])
             tx.executemany(
@@ -562,7 +578,7 @@ class Genome:
 
     def touch_session(self, session_id: str, agent: str, genes_delivered: int) -> None:
         now = time.time()
-        with self.transaction() as tx:
+        with self.transaction(changes_genes=False) as tx:
             tx.execute(
                 "INSERT INTO sessions(session_id, agent, first_seen, last_seen, requests, genes_delivered) "
                 "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(session_id) DO UPDATE SET last_seen = excluded.last_seen, "
@@ -572,7 +588,7 @@ class Genome:
 
     def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
         now = time.time()
-        with self.transaction() as tx:
+        with self.transaction(changes_genes=False) as tx:
             tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
                            [(session_id, role, content, now) for role, content in messages])
 
@@ -589,7 +605,7 @@ class Genome:
             (limit,))]
 
     def mark_consolidated(self, ids: Sequence[int]) -> None:
-        with self.transaction() as tx:
+        with self.transaction(changes_genes=False) as tx:
             tx.executemany("UPDATE session_buffer SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
 
     # ── maintenance ──

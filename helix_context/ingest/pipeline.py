@@ -326,17 +326,20 @@ class Ingestor:
     def _flush(self, pending: list[_Prepared], report: IngestReport) -> None:
         if not pending:
             return
-        vectors: list[np.ndarray | None] = []
         texts = [t for p in pending for t in p.embed_texts]
+        vectors: list[np.ndarray | None] = [None] * len(texts)
         if self.embedder is not None and texts:
+            # genes already stored with a vector (unchanged chunks of a changed file, duplicates) keep it
+            ids = [g.gene_id for p in pending for g in p.genes]
+            have = self.genome.embedded_gene_ids(ids)
+            todo = [i for i, gene_id in enumerate(ids) if gene_id not in have]
             try:
-                matrix = self.embedder.embed(texts)
-                vectors = list(matrix)
+                if todo:
+                    matrix = self.embedder.embed([texts[i] for i in todo])
+                    for i, vec in zip(todo, matrix):
+                        vectors[i] = vec
             except Exception as exc:  # the dense signal is optional: store genes without vectors
                 log.warning("embedding failed (%s); genes stored without vectors", exc)
-                vectors = [None] * len(texts)
-        else:
-            vectors = [None] * len(texts)
         offset = 0
         for item in pending:
             item_vectors = vectors[offset:offset + len(item.genes)]

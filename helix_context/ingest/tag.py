@@ -7,17 +7,19 @@ Per chunk, in this order (most specific first), deduplicated case-insensitively
    defines (``def``/``class``/``function``/``struct``…);
 2. the source file's name (and its stem);
 3. URLs, then file paths mentioned in the text;
-4. dotted names (``os.path.join``, ``helix_context.config``);
+4. dotted names (``os.path.join``, ``helix_context.config``; ``self.`` dropped);
 5. compound identifiers — snake_case, camelCase, PascalCase, UPPER_CASE — most
-   frequent first;
+   frequent first (dotted names likewise; ties alphabetical);
 6. named entities (spaCy NER on prose: markdown, text, logs);
 7. versions (``1.2.3``, ``v2``, ``>=3.11``);
-8. class-like capitalised names used in code (``Chunk(``), then the directories
-   of the source path (nearest first).
+8. capitalised names in code (``Chunk``, ``Tagger``; common sentence openers
+   excluded), then the directories of the source path (nearest first).
 
 NER: the spaCy model is loaded once, lazily, with every pipe but ``ner`` (and a
 tok2vec it listens to) disabled, and runs in batches on at most ``ner_chars``
-characters of prose per chunk. When the model is missing, a blank English
+characters of prose per chunk (``ner_log_chars`` for logs; code only with
+``ner_code=True`` — its comments and docstrings — because the model costs
+~8 ms per 1000 characters, far below the ingest budget). When the model is missing, a blank English
 pipeline with an ``entity_ruler`` (emails, title-case sequences, organisation
 suffixes) stands in (status ``"rules"``); when spaCy itself cannot be imported,
 or NER is disabled, status is ``"off"`` and the regex tags still work.
@@ -30,6 +32,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 from helix_context.models import Chunk
@@ -58,12 +61,23 @@ _COMPOUND = re.compile(
     r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # PascalCase (two humps or more)
     r"|[A-Z]{2,}[a-z][A-Za-z0-9]*"  # HTTPServer
 )
-_CAPNAME = re.compile(r"[A-Z](?<![\w.$].)[a-z0-9][A-Za-z0-9]+(?=[(\[.]|::)")
-_DEFINES = re.compile(
-    r"\b(?:def|class|function\*?|func(?:[ \t]+\([^)\n]*\))?|fn|struct|interface|enum|trait|type|module|namespace|"
-    r"object|record|macro_rules!|impl(?:<[^>\n]*>)?|union|protocol|extension)[ \t]+([A-Za-z_$][\w$]*)")
+def _defines_re(keywords: str) -> re.Pattern[str]:
+    """`<keyword> <name>`. Each keyword must start a word: checked by a lookbehind right after it
+    (a leading ``\b`` would cost a regex attempt at every position of the text)."""
+    alts = []
+    for kw in keywords.split("|"):
+        m = re.match(r"[A-Za-z_!]+", kw)
+        assert m is not None
+        word, rest = m.group(), kw[m.end():]
+        alts.append(f"{re.escape(word)}(?<![\\w$]{re.escape(word)}){rest}")
+    return re.compile(r"(?:" + "|".join(alts) + r")[ \t]+([A-Za-z_$][\w$]*)")
+
+
+_DEFINES = _defines_re(
+    r"def|class|function\*?|func(?:[ \t]+\([^)\n]*\))?|fn|struct|interface|enum|trait|type|module|namespace|"
+    r"object|record|macro_rules!|impl(?:<[^>\n]*>)?|union|protocol|extension")
 _DEFINES_BY_LANG = {
-    lang: re.compile(r"\b(?:" + kws + r")[ \t]+([A-Za-z_$][\w$]*)")
+    lang: _defines_re(kws)
     for langs, kws in (
         (("python",), r"def|class"),
         (("javascript", "typescript", "tsx", "jsx", "vue", "svelte"), r"function\*?|class|interface|enum|type|namespace"),
@@ -79,7 +93,8 @@ _DEFINES_BY_LANG = {
     )
     for lang in langs
 }
-_VERSION_HINT = re.compile(r"\d\.\d|v\d")
+_DOT_DIGIT = re.compile(r"\.\d")  # cheap gates (literal first character) before the version regex
+_V_DIGIT = re.compile(r"v\d")
 _VERSION = re.compile(
     r"(v?\d+\.\d+\.\d+(?:\.\d+)?(?:-[0-9A-Za-z.]+)?(?:\+[0-9A-Za-z.]+)?)(?![\w.]*\w)"
     r"|(v\d+(?:\.\d+)?)\b"
@@ -92,7 +107,7 @@ _LOG_NOISE = re.compile(r"^\S*\d{2}[:\-/]\d{2}\S*(?:\s+\S*\d{2}:\d{2}\S*)?\s+|\[
                         r"\b(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)\b|\S*[=/\\]\S*", re.M)
 _COMMENTS = re.compile(r"\"\"\"(.*?)\"\"\"|'''(.*?)'''|/\*+(.*?)\*/|(?:#|//)[ \t]?([^\n]*)", re.S)
 _GENERIC_NAMES = frozenset({"self", "cls", "this", "super", "args", "kwargs", "main", "init", "none", "true", "false",
-                            "null", "src", "lib", "app", "home", "users", "user", "tmp", "var", "usr", "opt", "mnt",
+                            "null", "src", "lib", "home", "users", "user", "tmp", "var", "usr", "opt", "mnt",
                             "c:", "d:", "root"})
 
 
@@ -142,8 +157,8 @@ def _paths_in(text: str) -> list[str]:
 def _ner_text_markdown(text: str, limit: int) -> str:
     if "```" in text or "~~~" in text:
         text = _FENCE.sub(" ", text)
-    text = _MD_NOISE.sub(lambda m: m.group(1) or " ", text[: limit * 2])
-    return _cut(text, limit)
+    text = _MD_NOISE.sub(lambda m: m.group(1) or " ", text[: limit * 3])
+    return _focus(text, limit)
 
 
 def _ner_text_log(text: str, limit: int) -> str:
@@ -161,6 +176,42 @@ def _ner_text_code(text: str, limit: int) -> str:
             if size >= limit:
                 break
     return _cut(" \n".join(parts), limit)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*[-*+] )")
+_MID_CAPITAL = re.compile(r"[a-z0-9,;:)\]'\"] +[A-Z][a-z]")
+_FIRST_WORD = re.compile(r"\W*([A-Z][a-z]+)\b")
+_STARTERS = frozenset(
+    "The This That These Those It Its If In On Of For When Where Why How What Which Who We You Your Our They "
+    "There Here Then Than So Such Each Every All Some Any Most Many Much More No Not Yes Now A An To And But Or "
+    "Nor As At By With Without Within Into From Over Under After Before Once While Since Because Although Though "
+    "However Otherwise Also Only Just Both Either Neither One Two First Second Next Last Finally Note See Use "
+    "Using Run Running Set Get Add Added Remove Removed Create Make Check Call Return Returns Fix Fixed Update "
+    "Updated Change Changed Support Supports Allow Allows Do Does Don Is Are Was Were Be Been Has Have Had Can "
+    "Could Should Would Will May Might Must Please Let Example Examples Default Optional Otherwise Usage".split())
+
+
+def _focus(text: str, limit: int) -> str:
+    """The sentences of ``text`` that may hold a name, up to ``limit`` characters.
+
+    NER costs per character; sentences without a capitalised word in mid-sentence
+    (or a capitalised first word that is not a common sentence opener) rarely hold
+    an entity, so they are not sent to the model.
+    """
+    out: list[str] = []
+    size = 0
+    for sent in _SENTENCE_END.split(text):
+        if len(sent) < 3:
+            continue
+        if not _MID_CAPITAL.search(sent):
+            m = _FIRST_WORD.match(sent)
+            if m is None or m.group(1) in _STARTERS:
+                continue
+        out.append(sent.strip())
+        size += len(sent) + 1
+        if size >= limit:
+            break
+    return _cut(" \n".join(out), limit)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -187,6 +238,7 @@ class Tagger:
         self._nlp: Any = None
         self._status: str | None = None
         self._lock = threading.Lock()
+        self._ner_lock = threading.Lock()  # one batch at a time through the model
 
     # ------------------------------------------------------------------ NER setup
     @property
@@ -255,8 +307,7 @@ class Tagger:
             {"label": "ORG", "pattern": [title_any, {"IS_TITLE": True, "OP": "*"}, org_suffix]},
             {"label": "ORG", "pattern": [{"IS_UPPER": True, "LENGTH": {">=": 2}, "IS_STOP": False},
                                          {"IS_TITLE": True, "OP": "*"}, org_suffix]},
-            # two or more title-case words: names of people, places, products
-            {"label": "PERSON", "pattern": [title_any, title, {"IS_TITLE": True, "IS_STOP": False, "OP": "*"}]},
+            # two or more title-case words, not opening a sentence: names of people, places, products
             {"label": "PERSON", "pattern": [title, {"IS_TITLE": True, "IS_STOP": False, "OP": "+"}]},
         ])
         return nlp
@@ -267,7 +318,7 @@ class Tagger:
         if ct == "markdown":
             return _ner_text_markdown(chunk.content, self.ner_chars)
         if ct == "text":
-            return _cut(chunk.content[: self.ner_chars * 2], self.ner_chars)
+            return _focus(chunk.content[: self.ner_chars * 3], self.ner_chars)
         if ct == "log":
             return _ner_text_log(chunk.content, self.ner_log_chars)
         if ct == "code" and self.ner_code:
@@ -296,7 +347,9 @@ class Tagger:
         if not texts:
             return ents
         try:
-            for i, doc in zip(idx, nlp.pipe(texts, batch_size=self.batch_size)):
+            with self._ner_lock:
+                docs = list(nlp.pipe(texts, batch_size=self.batch_size))
+            for i, doc in zip(idx, docs):
                 out = ents[i]
                 for ent in doc.ents:
                     if ent.label_ in NER_LABELS:
@@ -323,75 +376,55 @@ class Tagger:
     def _tags(self, chunk: Chunk, file_tags: list[str], dir_tags: list[str], entities: list[str]) -> tuple[str, ...]:
         text = chunk.content
         cap = self.max_tags
-        out: list[str] = []
-        seen: set[str] = set()
-
-        def add_all(tags: Iterable[str]) -> bool:
-            """Append new tags in order; False once the cap is reached."""
-            for tag in tags:
-                if len(out) >= cap:
-                    return False
-                if not tag or len(tag) > 128:
-                    continue
-                k = tag.casefold()
-                if k not in seen:
-                    seen.add(k)
-                    out.append(tag)
-            return len(out) < cap
-
         is_code = chunk.content_type == "code"
-        first: list[str] = []
+        cands: list[str] = []
         sym = chunk.symbol
         if sym and len(sym) <= 96:
-            first.append(sym.strip())
+            cands.append(sym.strip())
             if is_code and "." in sym:
-                first.append(sym.rsplit(".", 1)[-1])
+                cands.append(sym.rsplit(".", 1)[-1])
         if is_code or chunk.content_type == "diff":
-            first.extend(_DEFINES_BY_LANG.get(chunk.language or "", _DEFINES).findall(text))
-        first.extend(file_tags)
-        if not add_all(first):
-            return tuple(out)
+            cands += _DEFINES_BY_LANG.get(chunk.language or "", _DEFINES).findall(text)[:cap]
+        cands += file_tags
         scan = text
         if "://" in text:
-            urls = [u.rstrip(".,;:!?'\"") for u in _URL.findall(text)]
+            cands += [m.group().rstrip(".,;:!?'\"") for m in islice(_URL.finditer(text), cap)]
             scan = _URL.sub(" ", text)
-            if not add_all(urls):
-                return tuple(out)
         files, dotted, idents, caps = _classify_tokens(scan, is_code)
         if "/" in scan or "\\" in scan:
-            files = _paths_in(scan) + files
-        if not add_all(files) or not add_all(dotted) or not add_all(idents) or not add_all(entities):
-            return tuple(out)
-        if _VERSION_HINT.search(scan):
-            versions = []
-            for m in _VERSION.finditer(scan):
-                st = m.start()
-                if st and (scan[st - 1].isalnum() or scan[st - 1] in "._") and m.group(3) is None:
-                    continue
-                versions.append(m.group(1) or m.group(2) or m.group(3))
-            if not add_all(versions):
-                return tuple(out)
-        if caps and not add_all(caps):
-            return tuple(out)
-        add_all(dir_tags)
-        return tuple(out)
+            cands += _paths_in(scan)[:cap]
+        cands += files[:cap]
+        cands += dotted[:cap]
+        cands += idents[:cap]
+        cands += entities[:cap]
+        if len(cands) < cap * 2:
+            cands += _versions(scan, cap)
+        cands += caps[:cap]
+        cands += dir_tags
+        # first spelling wins, case-insensitively, in candidate order (dict work stays in C)
+        keys = list(map(str.casefold, cands))
+        order = dict.fromkeys(keys)
+        spelling = dict(zip(reversed(keys), reversed(cands)))
+        return tuple(islice((t for t in map(spelling.__getitem__, order) if 0 < len(t) <= 128), cap))
 
 
-# What each distinct token is, shared by all taggers (identifiers repeat across chunks and files):
-_PLAIN: set[str] = set()  # a compound identifier on its own (snake_case, camelCase…)
-_DOTTY: dict[str, tuple[str | None, str | None, tuple[str, ...]]] = {}  # with a dot: (file, dotted, parts)
-_CAPS: set[str] = set()  # a capitalised word (class-like in code)
+# What each distinct token is, shared by all taggers (identifiers repeat across chunks and files).
+# _INFO: token -> (compound parts, dotted name, file name, capitalised?) for the tokens that yield a tag;
+# _KNOWN: every token already looked at.
+_INFO: dict[str, tuple[tuple[str, ...], str | None, str | None, bool]] = {}
 _KNOWN: set[str] = set()
 _KNOWN_MAX = 300_000
 _KNOWN_LOCK = threading.Lock()
 
 
+def _is_dunder(tok: str) -> bool:
+    return tok.startswith("__") and tok.endswith("__")
+
+
 def _learn(tokens: Iterable[str]) -> None:
     with _KNOWN_LOCK:
         if len(_KNOWN) > _KNOWN_MAX:
-            _PLAIN.clear()
-            _DOTTY.clear()
-            _CAPS.clear()
+            _INFO.clear()
             _KNOWN.clear()
         for tok in tokens:
             if "." in tok:
@@ -402,15 +435,14 @@ def _learn(tokens: Iterable[str]) -> None:
                 dotted = None
                 if file_tag is None and len(parts) >= 2 and all(len(p) >= 2 for p in parts):
                     dotted = ".".join(parts)
-                comps = tuple(p for p in parts
-                              if _COMPOUND.fullmatch(p) and not (p.startswith("__") and p.endswith("__")))
+                comps = tuple(p for p in parts if _COMPOUND.fullmatch(p) and not _is_dunder(p))
                 if file_tag or dotted or comps:
-                    _DOTTY[tok] = (file_tag, dotted, comps)
+                    _INFO[tok] = (comps, dotted, file_tag, False)
             elif _COMPOUND.fullmatch(tok):
-                if not (tok.startswith("__") and tok.endswith("__")):
-                    _PLAIN.add(tok)
-            elif len(tok) >= 4 and tok[0].isupper() and tok[1:].islower():
-                _CAPS.add(tok)
+                if not _is_dunder(tok):
+                    _INFO[tok] = ((tok,), None, None, False)
+            elif len(tok) >= 4 and tok[0].isupper() and tok[1:].islower() and tok not in _STARTERS:
+                _INFO[tok] = ((), None, None, True)
             _KNOWN.add(tok)
 
 
@@ -419,43 +451,64 @@ def _classify_tokens(text: str, is_code: bool) -> tuple[list[str], list[str], li
     counts = Counter(_TOKEN.findall(text))
     if not counts:
         return [], [], [], []
-    new = counts.keys() - _KNOWN
+    keys = counts.keys()
+    new = keys - _KNOWN
     if new:
         _learn(new)
-    plain = _PLAIN
-    idents = {t: counts[t] for t in counts if t in plain}
-    files: list[str] = []
+    info = _INFO
+    idents: dict[str, int] = {}
     dotted: dict[str, int] = {}
-    dotty_get = _DOTTY.get
-    for tok in [t for t in counts if "." in t]:
-        info = dotty_get(tok)
-        if info is None:
+    files: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    for tok in keys & info.keys():
+        got = info.get(tok)
+        if got is None:
             continue
         n = counts[tok]
-        if info[0] is not None:
-            files.append(info[0])
-        if info[1] is not None:
-            dotted[info[1]] = dotted.get(info[1], 0) + n
-        for c in info[2]:
+        comps, dot, file_tag, cap = got
+        for c in comps:
             idents[c] = idents.get(c, 0) + n
-    caps: list[str] = []
-    if is_code:
-        caps = _by_frequency(_CAPNAME.findall(text))
-    return files, _by_count(dotted), _by_count(idents), caps
+        if dot is not None:
+            dotted[dot] = dotted.get(dot, 0) + n
+        if file_tag is not None:
+            files[file_tag] = files.get(file_tag, 0) + n
+        if cap and is_code:
+            caps[tok] = n
+    return _by_count(files), _by_count(dotted), _by_count(idents), _by_count(caps)
+
+
+def _versions(text: str, cap: int) -> list[str]:
+    """Versions (``1.2.3``, ``v2``, ``>=3.11``, ``Python 3.12``).
+
+    The full pattern is slow to try at every digit, so it only runs in a small
+    window around each ``.<digit>`` / ``v<digit>`` found by a literal-first scan.
+    """
+    out: list[str] = []
+    covered = -1
+    n = len(text)
+    for gate in (_DOT_DIGIT, _V_DIGIT):
+        for g in gate.finditer(text):
+            p = g.start()
+            if p < covered:
+                continue
+            m = _VERSION.search(text, max(0, p - 24), min(n, p + 48))
+            while m is not None and m.end() <= p:
+                m = _VERSION.search(text, m.end(), min(n, p + 48))
+            if m is None or m.start() > p + 1:
+                continue
+            covered = m.end()
+            st = m.start()
+            if st and (text[st - 1].isalnum() or text[st - 1] in "._") and m.group(3) is None:
+                continue
+            out.append(m.group(1) or m.group(2) or m.group(3))
+            if len(out) >= cap:
+                return out
+        covered = -1
+    return out
 
 
 def _by_count(counts: dict[str, int]) -> list[str]:
-    """Keys, highest count first, ties in insertion (first appearance) order."""
+    """Keys, highest count first, ties in alphabetical order (stable across runs)."""
     if len(counts) <= 1:
         return list(counts)
-    return sorted(counts, key=counts.__getitem__, reverse=True)
-
-
-def _by_frequency(items: list[str]) -> list[str]:
-    """Distinct items, most frequent first, ties in order of first appearance."""
-    if not items:
-        return []
-    counts = Counter(items)
-    if len(counts) == 1:
-        return list(counts)
-    return sorted(counts, key=counts.__getitem__, reverse=True)
+    return sorted(counts, key=lambda k: (-counts[k], k))

@@ -8,9 +8,10 @@ from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 
 
-def get_helix(request: Request) -> HelixContextManager:
+# async: a plain `def` dependency would send every request through the threadpool just to read app state
+async def get_helix(request: Request) -> HelixContextManager:
     return request.app.state.helix
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings

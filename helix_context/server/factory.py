@@ -26,6 +26,7 @@ ROUTERS = (
     "helix_context.server.routes_context",
     "helix_context.server.routes_dashboard",
     "helix_context.server.routes_genes",
+    "helix_context.server.routes_proxy",
 )
 
 

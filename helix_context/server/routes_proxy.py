@@ -33,8 +33,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(tags=["proxy"], lifespan=_lifespan)
 
 
-def get_proxy(request: Request) -> ChatProxy:
-    """One ChatProxy (pooled upstream client, session recorder) per app, made on first use."""
+async def get_proxy(request: Request) -> ChatProxy:
+    """One ChatProxy (pooled upstream client, session recorder) per app, made on first use.
+
+    async on purpose: FastAPI runs plain-def dependencies in its threadpool, which costs a
+    thread hop per request and would let concurrent first requests build several proxies."""
     proxy = getattr(request.app.state, "proxy", None)
     if proxy is None:
         proxy = ChatProxy(request.app.state.helix, request.app.state.settings)
@@ -83,6 +86,7 @@ async def sessions(limit: int = Query(50, ge=1, le=1000), proxy: ChatProxy = Dep
 async def consolidate_sessions(limit: int = Query(2000, ge=1, le=100_000), proxy: ChatProxy = Depends(get_proxy),
                                helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Distil the session buffer into "session notes" genes (ribosome summary when enabled and not paused)."""
-    await proxy.recorder.flush()
-    report = await consolidate(helix, proxy.ribosome, limit=limit)
+    async with proxy.consolidate_lock:
+        await proxy.recorder.flush()
+        report = await consolidate(helix, proxy.ribosome, limit=limit)
     return report.to_dict()

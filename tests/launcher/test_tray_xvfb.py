@@ -9,6 +9,7 @@ python-xlib are missing (tests/run.sh installs them).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -103,7 +104,14 @@ def test_tray_icon_docks_under_xvfb_and_shows_the_state(tmp_path):
             tree = subprocess.run(["xwininfo", "-root", "-tree"], env=env, capture_output=True, text=True).stdout
             return tree if '"Helix Context - running"' in tree else ""
 
-        tree = wait_until(docked, timeout=20, every=0.1)
+        try:
+            tree = wait_until(docked, timeout=30, every=0.1)
+        except AssertionError:
+            seen = subprocess.run(["xwininfo", "-root", "-tree"], env=env, capture_output=True, text=True).stdout
+            titles = sorted(set(re.findall(r'"Helix Context[^"]*"', seen)))
+            log.flush()
+            tail = (tmp_path / "tray.log").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"tray icon never showed 'running'; titles seen: {titles}\ntray log:\n{tail}") from None
         # the icon window sits inside trayer's panel (it was re-parented by the tray host)
         assert "helix-contextSystemTrayIcon" in tree
         time.sleep(0.3)  # let the first expose draw

