@@ -30,8 +30,9 @@ WORDS = ("alpha beta gamma delta ledger invoice shipment cart billing catalog in
 NEEDLES = (
     ("services/gateway/config.toml", "config", "port = 11437",
      "what port does the gateway service listen on?", "11437"),
-    ("services/billing/retry.py", "code", "MAX_RETRIES = 7",
-     "how many retries does billing make (MAX_RETRIES)?", "7"),
+    # "billing" is a haystack word (src/*/billing_*.py all set MAX_RETRIES): the needle's service must be unique
+    ("services/settlement/retry.py", "code", "MAX_RETRIES = 7",
+     "how many retries does the settlement service make (MAX_RETRIES)?", "7"),
     ("deploy/search/values.yaml", "config", "api_timeout_ms: 2500",
      "search api_timeout_ms in the deploy values", "2500"),
     ("src/geo/regions.py", "code", 'DEFAULT_REGION = "eu-west-3"',

@@ -105,7 +105,7 @@ CREATE INDEX session_buffer_pending ON session_buffer(consolidated, session_id);
 CREATE VIRTUAL TABLE genes_fts USING fts5(
     body, tags, path,
     content='',
-    tokenize="unicode61 remove_diacritics 2 tokenchars '_'"
+    tokenize="porter unicode61 remove_diacritics 2 tokenchars '_'"
 );
 """
 

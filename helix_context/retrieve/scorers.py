@@ -57,8 +57,10 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
 
 
 def path_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
-    """File names and folders the query mentions."""
+    """File names and folders the query mentions, written as paths or as plain words
+    ("the billing service" → services/billing/…): in a repository a folder name is strong evidence."""
     wanted = [t for tok in qs.path_tokens for t in fts_tokens(tok)]
+    wanted += [t for t in (*qs.terms, *qs.identifier_parts) if len(t) > 2]
     if not wanted:
         return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
