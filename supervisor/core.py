@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from helix_context import signals
 from helix_context.config import Settings
+from helix_context.telemetry import Telemetry
 
 from supervisor import pressure as pressure_rules
 from supervisor import status as status_mod
@@ -71,6 +72,7 @@ class Supervisor:
         self._watchers: list[Any] = []
         self.ollama: OllamaWatcher | None = None
         self._stop_backend_on_exit: bool | None = None
+        self.telemetry: Telemetry | None = None
         self.exit_code = 0
 
         # state (guarded by _lock)
@@ -113,6 +115,10 @@ class Supervisor:
     def start(self) -> "Supervisor":
         """Take the HELIX_HOME lock (raises LockHeld), start the loop and the watchers. Returns at once."""
         self.lock.acquire()
+        # the supervisor's own metrics (backend up, restarts, GPU memory, resident models, pressure)
+        # come from the same snapshot the tray reads; exported only when [telemetry] says so
+        self.telemetry = Telemetry(self.settings, "helix-supervisor")
+        self.telemetry.observe_supervisor(self.snapshot)
         self._stop.clear()
         self._done.clear()
         self._thread = threading.Thread(target=self._run, name="helix-supervisor", daemon=True)
@@ -245,6 +251,8 @@ class Supervisor:
             self._finished = True
         self.publish(force=True)
         self.client.close()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
         self.logs.close()
         self.lock.release()
         self._done.set()
