@@ -14,7 +14,6 @@ Targets (2 cores): >= 1 MB/s with embeddings, >= 5 MB/s without, re-ingest
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sqlite3
 import sys
@@ -22,6 +21,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from _results import write_results
 
 PACKAGES = ("json", "email", "http", "urllib", "logging", "asyncio", "xml", "importlib")
 
@@ -117,9 +118,7 @@ def main() -> int:
     print(f"{'no-change re-ingest':<34}{ne['reingest_pct']:>10.2f} %{'<= 3 %':>12}   ({ne['reingest_seconds']} s)")
     ratio_src = results.get("embed", ne)
     print(f"{'DB bytes / raw bytes':<34}{ratio_src['db_over_raw']:>11.2f}x{'<= 3x':>12}   (with embeddings: {'embed' in results})")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_results(args.json, results)
     return 0
 
 

@@ -14,7 +14,6 @@ truncation (HELIX_DISABLE_HEADROOM=1).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -22,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import write_results
 
 WORDS = ("alpha beta gamma delta ledger invoice shipment cart billing catalog inventory search profile session "
          "audit report export import scheduler worker queue cache index token upload media thumbnail email "
@@ -161,9 +162,7 @@ def main() -> int:
     for item in results["headroom"]["per_needle"]:
         print(f"  {item['needle']:<32} delivered={item['delivered']!s:<5} answer={item['answer_in_context']!s:<5} "
               f"tier={item['tier']:<8} genes={item['genes']:<3} tokens={item['tokens']}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_results(args.json, results)
     return 0
 
 

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import write_results
+
 
 def load_beir(root: Path, split: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
     corpus: dict[str, str] = {}
@@ -202,9 +204,7 @@ def main() -> int:
         r = results[key]
         print(f"{key:<22}{r['ndcg@10']:>9.4f}{r['recall@100']:>8.4f}{r['mrr@10']:>8.4f}{r['p50_ms']:>9.2f}{r['p95_ms']:>9.2f}")
     print(f"(targets: nDCG@10 >= 0.70, p95 <= 30 ms; genes in genome: {results['genes']})")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_results(args.json, results)
     return 0
 
 

@@ -202,12 +202,12 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 # ── export / import ──
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    from helix_context.portable import export_genome, format_summary
+def _portable(args: argparse.Namespace, action: Any) -> int:
+    from helix_context.portable import format_summary
 
     helix = _manager(args)
     try:
-        summary = export_genome(helix.genome, args.file)
+        summary = action(helix.genome)
     finally:
         helix.close()
     if args.json:
@@ -215,21 +215,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from helix_context.portable import export_genome
+
+    return _portable(args, lambda genome: export_genome(genome, args.file))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from helix_context.portable import format_summary, import_genome
+    from helix_context.portable import import_genome
 
-    helix = _manager(args)
-    try:
-        summary = import_genome(helix.genome, args.file, strategy=args.strategy, dry_run=args.dry_run)
-    finally:
-        helix.close()
-    if args.json:
-        _print_json(summary)
-    else:
-        print(format_summary(summary))
-    return 0
+    return _portable(args, lambda genome: import_genome(genome, args.file, strategy=args.strategy,
+                                                        dry_run=args.dry_run))
 
 
 # ── maintenance ──

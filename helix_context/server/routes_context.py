@@ -45,12 +45,8 @@ def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get
 
 @router.post("/context/refresh-plan")
 def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
-    try:
-        packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
-                              max_genes=body.max_genes)
-    except ValueError as exc:
-        raise _bad_request(exc) from None
-    data = packet.to_dict()
+    """Only what to re-read or re-ingest before trusting an answer to this query."""
+    data = context_packet(body, helix)
     return {"query": body.query, "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
             "known_empty": data["known_empty"], "notes": data["notes"]}
 

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "supervisor"))
 
-from supkit import OllamaStub, SupervisorFactory  # noqa: E402
+from supkit import ollama_stub, supervisors  # noqa: E402,F401  (shared fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -31,16 +31,3 @@ def pystray_dummy():
 
     return pystray
 
-
-@pytest.fixture
-def supervisors():
-    factory = SupervisorFactory()
-    yield factory
-    factory.close()
-
-
-@pytest.fixture
-def ollama_stub():
-    stub = OllamaStub().start()
-    yield stub
-    stub.stop()

@@ -5,22 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from supkit import OllamaStub, SupervisorFactory  # noqa: E402
+from supkit import ollama_stub, supervisors  # noqa: E402,F401  (shared fixtures)
 
-
-@pytest.fixture
-def supervisors():
-    factory = SupervisorFactory()
-    yield factory
-    factory.close()
-
-
-@pytest.fixture
-def ollama_stub():
-    stub = OllamaStub().start()
-    yield stub
-    stub.stop()

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import httpx
 import psutil
+import pytest
 
 from helix_context.config import Settings, load_config
 
@@ -214,3 +215,20 @@ class SupervisorFactory:
 def read_log(settings: Settings) -> str:
     path = Path(settings.logs_dir) / "backend.log"
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+# ── fixtures shared by tests/supervisor and tests/launcher (imported by their conftests) ──
+
+
+@pytest.fixture
+def supervisors():
+    factory = SupervisorFactory()
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def ollama_stub():
+    stub = OllamaStub().start()
+    yield stub
+    stub.stop()
