@@ -185,7 +185,7 @@ def main() -> int:
             best = tune(helix, base, train_queries, train_qrels)
             results["tuned_weights"] = best
             base = base.replace(retrieval=best)
-        helix.retriever.retrieve("warm up")  # noqa: the dense matrix and caches load once, as at server start
+        helix.retriever.retrieve("warm up")  # the dense matrix and caches load once, as at server start
         for fusion in ("weighted", "rrf"):
             helix.settings = base.replace(retrieval={"fusion": fusion})
             helix._retriever = None

@@ -43,6 +43,7 @@ class ServerSettings:
 class GenomeSettings:
     path: str = ""  # empty: HELIX_HOME/genome.db
     busy_timeout_ms: int = 10_000
+    aging_after_days: float = 30.0  # genes neither delivered nor re-verified this long become "aging"
 
 
 @dataclass(frozen=True)

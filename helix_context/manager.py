@@ -186,7 +186,8 @@ class HelixContextManager:
         return self.ingest_path(paths)
 
     def compact(self) -> dict[str, Any]:
-        """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones)."""
+        """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones),
+        and move genes unused for [genome] aging_after_days to tier "aging"."""
         changed: list[str] = []
         missing: list[str] = []
         for path, record in self.genome.file_records().items():
@@ -204,7 +205,8 @@ class HelixContextManager:
                 if digest != record.content_hash:
                     changed.append(path)
         marked = self.genome.mark_changed_sources([*changed, *missing])
-        return {"changed_files": changed, "missing_files": missing, "genes_marked": marked}
+        aged = self.genome.age_genes(time.time() - self.settings.genome.aging_after_days * 86_400)
+        return {"changed_files": changed, "missing_files": missing, "genes_marked": marked, "genes_aged": aged}
 
     def kv_backfill(self) -> dict[str, Any]:
         """Re-extract key=value facts for every stored gene; embed genes stored without a vector."""

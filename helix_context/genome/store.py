@@ -555,7 +555,8 @@ class Genome:
         now = time.time()
         pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
         with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ? WHERE id = ?",
+            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
+                           "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ?",
                            [(now, r) for r in ids])
             tx.executemany(
                 "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
@@ -616,6 +617,13 @@ class Genome:
             for path in changed_paths:
                 n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
             return n
+
+    def age_genes(self, older_than: float) -> int:
+        """Open genes neither delivered nor re-verified since `older_than` (unix s) move to tier "aging"."""
+        with self.transaction(changes_genes=False) as tx:
+            return tx.execute(
+                "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
+                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount
 
     def source_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]

@@ -178,3 +178,16 @@ def test_stats_vacuum_checkpoint(tmp_path: Path) -> None:
     assert stats["genes_by_project"] == {"demo": 1}
     assert g.checkpoint()["busy"] == 0
     assert g.vacuum()["bytes_after"] > 0
+
+
+def test_unused_genes_age_and_come_back_when_delivered(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("OLD = 1"), None), (gene("NEW = 2", start=2), None)])
+    old = g.get_gene(gene("OLD = 1").gene_id)
+    g.conn.execute("UPDATE genes SET last_verified_at = CASE WHEN id = ? THEN 1000 ELSE 9000 END", (old.rowid,))
+    assert g.age_genes(older_than=5000) == 1
+    assert g.get_gene(old.gene_id).tier == "aging"
+    assert g.get_gene(gene("NEW = 2").gene_id).tier == "open"
+    assert g.stats()["genes_by_tier"] == {"open": 1, "aging": 1}
+    g.record_delivery([old.rowid])
+    assert g.get_gene(old.gene_id).tier == "open"

@@ -130,7 +130,7 @@ def test_python_big_class_splits_at_methods() -> None:
     assert "LIMIT = 10" in head.content
     for k in range(4):
         c = containing(chunks, f"def method_{k}(x):")
-        assert f"return x" in c.content
+        assert "return x" in c.content
         assert c.symbol in (f"Store.method_{k}", "Store", f"Store.method_{k - 1}")
     m2 = containing(chunks, "def method_2(x):")
     assert m2.content.lstrip().startswith("def method_2") and m2.symbol == "Store.method_2"
