@@ -209,14 +209,19 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         room = remaining - overhead
         if room < MIN_GENE_TOKENS // 2:
             break
-        if compressor is not None:
+        size = count_tokens(item.gene.content)
+        if size <= min(room, settings.compress_min_tokens):
+            # small and fits: verbatim keeps code readable and every critical token
+            body, method, original, body_tokens = item.gene.content, "none", size, size
+            kept_total = kept = kept_raw = 0
+        elif compressor is not None:
             result = compressor.compress(item.gene.content, item.gene.content_type, item.gene.language,
                                          query=qs.text, max_tokens=room)
             body, method = result.text, result.method
             original, kept_total = result.original_tokens, result.critical_total
             kept, kept_raw, body_tokens = result.critical_kept, result.critical_kept_raw, result.tokens
         else:
-            original = count_tokens(item.gene.content)
+            original = size
             body = item.gene.content if original <= room else truncate_to_tokens(item.gene.content, room)
             method = "none" if original <= room else "truncate"
             body_tokens = count_tokens(body)

@@ -79,6 +79,7 @@ class RetrievalSettings:
     weight_fts: float = 0.8
     weight_tags: float = 0.6
     weight_path: float = 0.5
+    weight_path_terms: float = 0.2
     weight_dense: float = 1.0
     weight_coactivation: float = 0.15
 
@@ -96,6 +97,7 @@ class BudgetSettings:
 class AssemblySettings:
     decoder_mode: str = "condensed"  # full | condensed | minimal | none
     headroom: bool = True
+    compress_min_tokens: int = 200  # smaller genes go in verbatim when they fit: little to gain, readability to lose
     small_model_max_params_b: float = 3.0
     answer_slate_tokens: int = 200
 

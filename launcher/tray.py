@@ -16,9 +16,11 @@ set by the user wins).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import logging
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -192,8 +194,8 @@ class TrayApp:
         return self._quit.is_set()
 
     # icon
-    def title(self) -> str:
-        state = icon_state(self.snapshot)
+    def title(self, snap: dict[str, Any] | None = None) -> str:
+        state = icon_state(snap if snap is not None else self.snapshot)
         return f"Helix Context - {STATE_LABELS.get(state, state)}"  # ASCII: X11 window names are latin-1
 
     def image(self) -> Any:
@@ -220,15 +222,17 @@ class TrayApp:
         state = icon_state(snap)
         try:
             if state != self._state:
-                self._state = state
                 icon.icon = make_icon(state)
-                icon.title = self.title()
+                icon.title = self.title(snap)
+                # only now: an update that failed (the icon window not ready yet) is retried on the
+                # next snapshot instead of being taken as done
+                self._state = state
             pressure = bool((snap.get("pressure") or {}).get("active"))
             if pressure and not self._pressure_seen and getattr(icon, "HAS_NOTIFICATION", False):
                 icon.notify("; ".join(snap["pressure"]["reasons"]), "Helix: GPU pressure")
             self._pressure_seen = pressure
         except Exception:  # noqa: BLE001 - a display hiccup must not stop supervising
-            log.debug("icon update failed", exc_info=True)
+            log.warning("icon update failed (retried on the next snapshot)", exc_info=True)
         self._refresh_menu()
 
     def _refresh_menu(self) -> None:
@@ -270,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="no tray icon: supervise the backend only (same as `helix supervise`)")
     parser.add_argument("--config", help="helix.toml to use (default: HELIX_CONFIG, HELIX_HOME, the repo's)")
     args = parser.parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints every thread's stack: a stuck icon can be diagnosed
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         settings = load_config(args.config)
     except ConfigError as exc:

@@ -38,7 +38,8 @@ class Retriever:
         self.embedder_part = embedder_part
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
-                        "dense": cfg.weight_dense, "coactivation": cfg.weight_coactivation}
+                        "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
+                        "coactivation": cfg.weight_coactivation}
         self.fuse = FUSERS[cfg.fusion]
 
     def _query_vector(self, text: str) -> np.ndarray | None:
@@ -111,7 +112,7 @@ class Retriever:
         best_dense = max(per_signal["dense"].values(), default=0.0)
         if (best.score < cfg.abstain_below
                 or (coverage(qs, best.gene) == 0.0 and (vector is None or best_dense < ABSTAIN_DENSE)
-                    and not best.signals.get("path"))):
+                    and not best.signals.get("path") and not best.signals.get("path_terms"))):
             return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
         floor_frac = cfg.score_floor if floor is None else floor
         kept = [it for it in items if it.score >= floor_frac * best.score]

@@ -57,10 +57,17 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
 
 
 def path_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
-    """File names and folders the query mentions, written as paths or as plain words
-    ("the billing service" → services/billing/…): in a repository a folder name is strong evidence."""
+    """File names and folders the query writes as paths (`server.py`, `deploy/k8s`)."""
     wanted = [t for tok in qs.path_tokens for t in fts_tokens(tok)]
-    wanted += [t for t in (*qs.terms, *qs.identifier_parts) if len(t) > 2]
+    if not wanted:
+        return {}
+    return dict(genome.fts_search(_or(wanted), limit, column="path"))
+
+
+def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+    """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
+    Weaker evidence than a written path: words like "supervisor" also name every test folder."""
+    wanted = [t for t in (*qs.terms, *qs.identifier_parts) if len(t) > 2]
     if not wanted:
         return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
@@ -85,4 +92,5 @@ def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:
 
 
 LexicalScorer = Callable[[Genome, QuerySignals, int], Scores]
-LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer}
+LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer,
+                                             "path_terms": path_terms_scorer}

@@ -107,10 +107,12 @@ def test_tray_icon_docks_under_xvfb_and_shows_the_state(tmp_path):
         try:
             tree = wait_until(docked, timeout=30, every=0.1)
         except AssertionError:
+            tray.send_signal(signal.SIGUSR1)  # the tray dumps its threads' stacks into its log
+            time.sleep(1.0)
             seen = subprocess.run(["xwininfo", "-root", "-tree"], env=env, capture_output=True, text=True).stdout
             titles = sorted(set(re.findall(r'"Helix Context[^"]*"', seen)))
             log.flush()
-            tail = (tmp_path / "tray.log").read_text(errors="replace")[-3000:]
+            tail = (tmp_path / "tray.log").read_text(errors="replace")[-9000:]
             raise AssertionError(f"tray icon never showed 'running'; titles seen: {titles}\ntray log:\n{tail}") from None
         # the icon window sits inside trayer's panel (it was re-parented by the tray host)
         assert "helix-contextSystemTrayIcon" in tree
