@@ -222,8 +222,10 @@ class TrayApp:
         state = icon_state(snap)
         try:
             if state != self._state:
-                icon.icon = make_icon(state)
+                # title first: pystray's xorg backend sets the window name without flushing the display;
+                # the icon update that follows draws and flushes, carrying the new name with it
                 icon.title = self.title(snap)
+                icon.icon = make_icon(state)
                 # only now: an update that failed (the icon window not ready yet) is retried on the
                 # next snapshot instead of being taken as done
                 self._state = state
