@@ -128,6 +128,7 @@ class HelixContextManager:
         """Load every optional part now (server start), so the first request pays nothing."""
         for part in (self.embedder_part, self.tagger_part, self.compressor_part):
             part.get()
+        self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
         self.retriever  # noqa: B018  (builds the dense index cache)
 
     def parts(self) -> dict[str, dict[str, str]]:

@@ -81,18 +81,6 @@ def iter_coactivation_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str,
         "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b ORDER BY c.a, c.b")
 
 
-def genome_counts(conn: sqlite3.Connection) -> dict[str, int]:
-    one = lambda sql: int(conn.execute(sql).fetchone()[0])  # noqa: E731
-    return {
-        "genes": one("SELECT COUNT(*) FROM genes"),
-        "retired_genes": one("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL"),
-        "sources": one("SELECT COUNT(*) FROM gene_sources"),
-        "files": one("SELECT COUNT(*) FROM files"),
-        "coactivation": one("SELECT COUNT(*) FROM coactivation"),
-        "with_embeddings": one("SELECT COUNT(*) FROM genes WHERE embedding IS NOT NULL"),
-    }
-
-
 # ── import ──
 
 
