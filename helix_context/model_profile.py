@@ -6,6 +6,7 @@ decide per request from the model name alone; no call to the upstream.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -30,7 +31,10 @@ class ModelProfile:
     context_window: int | None  # a known default, if any
 
 
+@functools.lru_cache(maxsize=512)
 def profile(model: str | None, small_max_params_b: float = 3.0) -> ModelProfile:
+    """What the name says about a model. Cached: the proxy asks on every chat, for a handful of names
+    (the profile is frozen, and the cache is bounded because names come from callers)."""
     name = (model or "").strip()
     low = name.lower()
     base = low.split("/")[-1]

@@ -21,9 +21,10 @@ caller that hangs up on a non-streaming request cancels it too).
 
 Layers, top down: :class:`ChatProxy` (inject context, think suppression, num_ctx,
 session recording) → :class:`UpstreamClient` (kind detection, translation, error
-mapping to OpenAI-shaped 502/404s) → httpx with :class:`LeanHTTPTransport` (a
-small keep-alive HTTP/1.1 transport for ``http://`` upstreams; tests inject any
-``httpx.AsyncBaseTransport`` instead).
+mapping to OpenAI-shaped 502/404s) → :class:`~helix_context.lean_http.LeanHTTPTransport`
+(a small keep-alive HTTP/1.1 client for ``http://`` upstreams: chats go to it
+directly, probes and model lists through httpx on top of it; tests inject any
+``httpx.AsyncBaseTransport`` instead, and everything then goes through httpx).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ import json
 import logging
 import math
 import re
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from helix_context.assemble import estimate_messages_tokens
 from helix_context.config import ProxySettings, Settings
+from helix_context.lean_http import LeanHTTPTransport, RawResponse, Timeouts
 from helix_context.model_profile import profile
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def _advice(kind: str | None, model: str | None = None) -> str:
             "Set [proxy] upstream_url (HELIX_PROXY_UPSTREAM_URL) to where it listens")
 
 
-def _upstream_message(response: httpx.Response) -> str:
+def _upstream_message(response: httpx.Response | RawResponse) -> str:
     """The error text an upstream put in its body (Ollama: {"error": "..."}; OpenAI: {"error": {"message"}})."""
     try:
         data = response.json()
@@ -360,263 +361,6 @@ def ollama_models_to_openai(tags: Mapping[str, Any]) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
-# ── a lean HTTP/1.1 transport for plain-http upstreams ─────────────────────────
-
-
-class _Connection:
-    """One keep-alive HTTP/1.1 connection (asyncio streams)."""
-
-    __slots__ = ("reader", "writer", "loop", "idle_since")
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.loop = asyncio.get_running_loop()
-        self.idle_since = 0.0
-
-    def usable(self, expiry_s: float) -> bool:
-        return (self.loop is asyncio.get_running_loop() and not self.reader.at_eof()
-                and not self.writer.is_closing() and time.monotonic() - self.idle_since < expiry_s)
-
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        except Exception:  # already gone
-            pass
-
-
-class _StaleConnection(Exception):
-    """A reused keep-alive connection was closed by the server before it answered."""
-
-
-async def _timed(awaitable: Awaitable[Any], seconds: float | None, on_timeout: type[httpx.TimeoutException],
-                 request: httpx.Request) -> Any:
-    if seconds is None:
-        return await awaitable
-    try:
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    except TimeoutError:
-        raise on_timeout(f"timed out after {seconds:g} s", request=request) from None
-
-
-class _ResponseBody(httpx.AsyncByteStream):
-    def __init__(self, transport: "LeanHTTPTransport", key: tuple[str, int], conn: _Connection,
-                 request: httpx.Request, length: int | None, chunked: bool, keep_alive: bool,
-                 read_timeout: float | None) -> None:
-        self._transport = transport
-        self._key = key
-        self._conn = conn
-        self._request = request
-        self._length = length
-        self._chunked = chunked
-        self._keep_alive = keep_alive and (chunked or length is not None)
-        self._timeout = read_timeout
-        self._complete = length == 0 and not chunked
-        self._closed = False
-
-    async def _read(self, awaitable: Awaitable[bytes]) -> bytes:
-        try:
-            return await _timed(awaitable, self._timeout, httpx.ReadTimeout, self._request)
-        except asyncio.IncompleteReadError:
-            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body"
-                                            + (" (incomplete chunked read)" if self._chunked else ""),
-                                            request=self._request) from None
-        except (ValueError, asyncio.LimitOverrunError):
-            raise httpx.RemoteProtocolError("malformed chunked body", request=self._request) from None
-        except OSError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=self._request) from None
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._complete or self._closed:
-            return
-        reader = self._conn.reader
-        if self._chunked:
-            while True:
-                line = await self._read(reader.readuntil(b"\r\n"))
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise httpx.RemoteProtocolError(f"bad chunk size line {line[:40]!r}",
-                                                    request=self._request) from None
-                if size == 0:
-                    while (await self._read(reader.readuntil(b"\r\n"))) != b"\r\n":
-                        pass  # trailers
-                    break
-                data = await self._read(reader.readexactly(size + 2))
-                yield data[:-2]
-        elif self._length is not None:
-            remaining = self._length
-            while remaining > 0:
-                data = await self._read(reader.read(min(remaining, 65536)))
-                if not data:
-                    raise httpx.RemoteProtocolError("peer closed connection without sending complete message body",
-                                                    request=self._request)
-                remaining -= len(data)
-                yield data
-        else:  # delimited by the connection closing
-            while data := await self._read(reader.read(65536)):
-                yield data
-        self._complete = True
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._complete and self._keep_alive:
-            self._transport._release(self._key, self._conn)
-        else:
-            self._conn.close()
-
-
-class LeanHTTPTransport(httpx.AsyncBaseTransport):
-    """httpx transport for ``http://`` upstreams: keep-alive HTTP/1.1 on asyncio streams.
-
-    The proxy's hot path is one small request to a server on loopback. httpcore
-    spends ~0.6 ms of CPU per request there (more under concurrency: it scans its
-    whole pool on every request); this transport spends ~0.1 ms. ``https://`` and
-    anything unusual go to httpx's own transport. Errors are httpx's exceptions.
-    """
-
-    def __init__(self, *, max_idle_per_host: int = 64, keepalive_expiry_s: float = 4.0,
-                 fallback: httpx.AsyncBaseTransport | None = None) -> None:
-        self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        self._max_idle = max_idle_per_host
-        self._expiry = keepalive_expiry_s
-        self._fallback = fallback
-        self._closed = False
-
-    def _release(self, key: tuple[str, int], conn: _Connection) -> None:
-        idle = self._idle.setdefault(key, [])
-        if self._closed or len(idle) >= self._max_idle or not conn.usable(float("inf")):
-            conn.close()
-            return
-        conn.idle_since = time.monotonic()
-        idle.append(conn)
-
-    async def _acquire(self, key: tuple[str, int], request: httpx.Request,
-                       timeout: float | None) -> tuple[_Connection, bool]:
-        idle = self._idle.get(key)
-        while idle:
-            conn = idle.pop()
-            if conn.usable(self._expiry):
-                return conn, True
-            conn.close()
-        try:
-            reader, writer = await _timed(asyncio.open_connection(key[0], key[1], limit=1 << 20), timeout,
-                                          httpx.ConnectTimeout, request)
-        except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from None
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Connection(reader, writer), False
-
-    @staticmethod
-    def _head(request: httpx.Request, body: bytes) -> bytes:
-        target = request.url.raw_path or b"/"
-        lines = [request.method.encode() + b" " + target + b" HTTP/1.1"]
-        has_length = False
-        for name, value in request.headers.raw:
-            low = name.lower()
-            if low == b"transfer-encoding":
-                continue  # the body is sent whole, with its length
-            if low == b"content-length":
-                has_length = True
-            lines.append(name + b": " + value)
-        if not has_length and (body or request.method in ("POST", "PUT", "PATCH")):
-            lines.append(b"Content-Length: " + str(len(body)).encode())
-        return b"\r\n".join(lines) + b"\r\n\r\n"
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if url.scheme != "http":
-            if self._fallback is None:
-                self._fallback = httpx.AsyncHTTPTransport(trust_env=False)
-            return await self._fallback.handle_async_request(request)
-        timeouts = request.extensions.get("timeout") or {}
-        key = (url.host, url.port or 80)
-        body = await request.aread()
-        payload = self._head(request, body) + body
-        for attempt in (0, 1):
-            conn, reused = await self._acquire(key, request, timeouts.get("connect"))
-            try:
-                conn.writer.write(payload)
-                await _timed(conn.writer.drain(), timeouts.get("write"), httpx.WriteTimeout, request)
-                try:
-                    head = await _timed(conn.reader.readuntil(b"\r\n\r\n"), timeouts.get("read"),
-                                        httpx.ReadTimeout, request)
-                except asyncio.IncompleteReadError as exc:
-                    if reused and not exc.partial:
-                        raise _StaleConnection() from None
-                    raise httpx.RemoteProtocolError("Server disconnected without sending a response.",
-                                                    request=request) from None
-                except asyncio.LimitOverrunError:
-                    raise httpx.RemoteProtocolError("response headers too large", request=request) from None
-            except _StaleConnection:
-                conn.close()
-                if attempt == 0:
-                    continue
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.",
-                                                request=request) from None
-            except OSError as exc:
-                conn.close()
-                if reused and attempt == 0 and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
-                    continue
-                raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from None
-            except BaseException:
-                conn.close()
-                raise
-            break
-        return self._response(request, key, conn, head, timeouts.get("read"))
-
-    def _response(self, request: httpx.Request, key: tuple[str, int], conn: _Connection, head: bytes,
-                  read_timeout: float | None) -> httpx.Response:
-        lines = head[:-4].split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        try:
-            version, status = parts[0], int(parts[1])
-        except (IndexError, ValueError):
-            conn.close()
-            raise httpx.RemoteProtocolError(f"bad status line {lines[0][:60]!r}", request=request) from None
-        reason = parts[2] if len(parts) > 2 else b""
-        headers: list[tuple[bytes, bytes]] = []
-        length: int | None = None
-        chunked = False
-        connection = b""
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep:
-                continue
-            name, value = name.strip(), value.strip()
-            headers.append((name, value))
-            low = name.lower()
-            if low == b"content-length":
-                with contextlib.suppress(ValueError):
-                    length = int(value)
-            elif low == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif low == b"connection":
-                connection = value.lower()
-        if request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            length, chunked = 0, False
-        keep_alive = (b"close" not in connection) if version == b"HTTP/1.1" else (b"keep-alive" in connection)
-        stream = _ResponseBody(self, key, conn, request, None if chunked else length, chunked, keep_alive,
-                               read_timeout)
-        return httpx.Response(status, headers=headers, stream=stream,
-                              extensions={"http_version": version, "reason_phrase": reason})
-
-    async def aclose(self) -> None:
-        self._closed = True
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
-        self._idle.clear()
-        if self._fallback is not None:
-            await self._fallback.aclose()
-
-
 # ── the upstream client ─────────────────────────────────────────────────────────
 
 
@@ -633,7 +377,7 @@ class Answer:
 class ChatStream:
     """An open upstream stream, relayed as OpenAI SSE bytes. Iterate once; closing closes the upstream."""
 
-    def __init__(self, response: httpx.Response, kind: str, model: str, include_usage: bool,
+    def __init__(self, response: httpx.Response | RawResponse, kind: str, model: str, include_usage: bool,
                  on_done: Callable[[Answer], Any] | None = None, error_hint: str = "") -> None:
         self.response = response
         self.kind = kind
@@ -762,12 +506,55 @@ def normalise_base_url(url: str) -> str:
     return base
 
 
+class _DirectRoute:
+    """How chats reach an ``http://`` upstream through :meth:`LeanHTTPTransport.send`, bypassing
+    ``httpx.AsyncClient``: the target prefix, the constant part of the request head, the timeouts."""
+
+    __slots__ = ("headers", "host", "port", "prefix", "timeouts", "transport")
+
+    def __init__(self, transport: LeanHTTPTransport, url: httpx.URL, api_key: str, timeouts: Timeouts) -> None:
+        self.transport = transport
+        self.host = url.host
+        self.port = url.port or 80
+        self.prefix = url.raw_path.rstrip(b"/")
+        auth = f"Authorization: Bearer {api_key}\r\n".encode("latin-1") if api_key else b""
+        # what httpx would send, less what only a browser-facing server cares about; identity encoding
+        # because a loopback answer is cheaper to take as it is than to inflate
+        self.headers = (b"Host: " + url.netloc + b"\r\nAccept: */*\r\nAccept-Encoding: identity\r\n"
+                        b"Connection: keep-alive\r\nUser-Agent: helix-context\r\n"
+                        b"Content-Type: application/json\r\n" + auth)
+        self.timeouts = timeouts
+
+    @classmethod
+    def for_upstream(cls, base_url: str, transport: httpx.AsyncBaseTransport | None, api_key: str,
+                     timeouts: Timeouts) -> _DirectRoute | None:
+        """A route when chats can skip httpx: our own transport, a plain http URL with nothing unusual."""
+        if not isinstance(transport, LeanHTTPTransport):
+            return None
+        try:
+            url = httpx.URL(base_url)
+        except httpx.InvalidURL:
+            return None
+        if url.scheme != "http" or not url.host or url.query or url.userinfo or url.fragment:
+            return None
+        return cls(transport, url, api_key, timeouts)
+
+    async def post_json(self, path: str, body: Any) -> RawResponse:
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        head = (b"POST " + self.prefix + path.encode() + b" HTTP/1.1\r\n" + self.headers
+                + b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n")
+        return await self.transport.send(self.host, self.port, head, data, self.timeouts)
+
+
 class UpstreamClient:
     """HTTP client for the configured upstream LLM server.
 
     ``transport`` (or a whole ``client``) is the seam for tests; the default is a
     pooled httpx client that ignores proxy environment variables (the upstream is
-    almost always on loopback, and HTTP_PROXY must not capture it).
+    almost always on loopback, and HTTP_PROXY must not capture it). Chats to an
+    ``http://`` upstream over the default :class:`LeanHTTPTransport` skip the httpx
+    client (:class:`_DirectRoute`): its per-request bookkeeping cost more CPU than
+    the rest of the proxy.
     """
 
     def __init__(self, settings: ProxySettings, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -779,10 +566,15 @@ class UpstreamClient:
         self._kind_lock = asyncio.Lock()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self._owns_client = client is None
+        if client is None and transport is None:
+            transport = LeanHTTPTransport()
         self.client = client or httpx.AsyncClient(
-            base_url=self.base_url, transport=transport or LeanHTTPTransport(), trust_env=False, headers=headers,
+            base_url=self.base_url, transport=transport, trust_env=False, headers=headers,
             timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
         )
+        timeouts = Timeouts(settings.connect_timeout_s, settings.timeout_s, settings.timeout_s)
+        self._direct = (_DirectRoute.for_upstream(self.base_url, transport, api_key, timeouts)
+                        if client is None else None)
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -877,13 +669,30 @@ class UpstreamClient:
         body = {k: v for k, v in payload.items() if k not in HELIX_FIELDS and k not in ("options", "keep_alive")}
         return "/v1/chat/completions", body
 
+    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response | RawResponse:
+        """POST ``body`` as JSON; the answer's body is left unread (read or close it). httpx errors pass."""
+        if self._direct is not None:
+            return await self._direct.post_json(path, body)
+        return await self.client.send(self.client.build_request("POST", path, json=body), stream=True)
+
     async def chat(self, payload: Mapping[str, Any], *, num_ctx: int | None = None) -> tuple[dict[str, Any], Answer]:
         """Non-streaming chat: an OpenAI chat.completion dict (whatever the upstream kind) and its Answer."""
+        data, _, answer = await self.chat_raw(payload, num_ctx=num_ctx)
+        return data, answer
+
+    async def chat_raw(self, payload: Mapping[str, Any], *,
+                       num_ctx: int | None = None) -> tuple[dict[str, Any], bytes | None, Answer]:
+        """:meth:`chat`, plus the upstream's own JSON bytes when they already are the OpenAI answer (an
+        OpenAI-compatible upstream): the proxy relays those as they are instead of encoding the dict again."""
         kind = await self.kind()
         model = payload.get("model")
         path, body = self._build(kind, {**payload, "stream": False}, num_ctx or MIN_NUM_CTX)
         try:
-            response = await self.client.post(path, json=body)
+            response = await self._post(path, body)
+            try:
+                raw = await response.aread()
+            finally:
+                await response.aclose()
         except httpx.HTTPError as exc:
             if not isinstance(exc, httpx.TimeoutException):
                 self.forget_kind()
@@ -891,7 +700,7 @@ class UpstreamClient:
         if response.status_code >= 400:
             raise self._status_error(response, kind, model, path)
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             raise UpstreamError(f"the upstream {self.url} answered {path} with something that is not JSON: "
                                 f"{response.text[:200]!r}", code="upstream_bad_response") from None
@@ -900,6 +709,8 @@ class UpstreamClient:
                 raise UpstreamError(f"Ollama at {self.url}: {data.get('error') if isinstance(data, dict) else data}",
                                     code="upstream_error")
             data = ollama_to_openai(data, model=str(model))
+        # relayed as it came only when it already is the OpenAI answer, in UTF-8; else the dict is encoded
+        relay = raw if kind == "openai" and isinstance(data, dict) and json.detect_encoding(raw) == "utf-8" else None
         answer = Answer(finished=True)
         try:
             answer.text = data["choices"][0]["message"].get("content") or ""
@@ -908,7 +719,7 @@ class UpstreamClient:
             answer.completion_tokens = usage.get("completion_tokens")
         except (KeyError, IndexError, TypeError, AttributeError):
             pass
-        return data, answer
+        return data, relay, answer
 
     async def open_stream(self, payload: Mapping[str, Any], *, num_ctx: int | None = None,
                           on_done: Callable[[Answer], Any] | None = None) -> ChatStream:
@@ -917,9 +728,8 @@ class UpstreamClient:
         kind = await self.kind()
         model = payload.get("model")
         path, body = self._build(kind, {**payload, "stream": True}, num_ctx or MIN_NUM_CTX)
-        request = self.client.build_request("POST", path, json=body)
         try:
-            response = await self.client.send(request, stream=True)
+            response = await self._post(path, body)
         except httpx.HTTPError as exc:
             if not isinstance(exc, httpx.TimeoutException):
                 self.forget_kind()
@@ -967,10 +777,23 @@ class PreparedChat:
     agent: str
     genes: int = 0
     context_tokens: int = 0
-    prompt_tokens: int = 0  # estimate of the forwarded prompt
-    num_ctx: int = MIN_NUM_CTX
+    answer_tokens: int = 0  # room asked for the answer (max_tokens, else the configured reserve)
+    caller_ctx: int | None = None  # num_ctx the caller asked for (Ollama-style options)
     injected: bool = False
     started: float = field(default_factory=time.perf_counter)
+    _prompt_tokens: int | None = field(default=None, repr=False)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Estimate of the forwarded prompt. Counted on first use: only Ollama's num_ctx and an upstream
+        that reports no usage need it, and counting is a tokenizer pass over every message."""
+        if self._prompt_tokens is None:
+            self._prompt_tokens = estimate_messages_tokens(self.payload["messages"])
+        return self._prompt_tokens
+
+    @property
+    def num_ctx(self) -> int:
+        return num_ctx_for(self.prompt_tokens, self.answer_tokens, self.caller_ctx)
 
     def headers(self) -> dict[str, str]:
         return {"X-Helix-Session": self.session_id, "X-Helix-Genes": str(self.genes),
@@ -1022,6 +845,63 @@ def _append_no_think(messages: list[dict[str, Any]]) -> None:
                     msg["content"] = [*content, {"type": "text", "text": NO_THINK}]
                 return
     messages.insert(0, {"role": "system", "content": NO_THINK})
+
+
+@dataclass
+class Completion:
+    """A non-streaming answer: the OpenAI chat.completion, and its JSON as the upstream sent it when that
+    already is the OpenAI shape (relayed byte for byte: no second encoding on the hot path)."""
+
+    data: dict[str, Any]
+    raw: bytes | None = None
+
+    def body(self) -> bytes:
+        if self.raw is None:
+            self.raw = json.dumps(self.data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        return self.raw
+
+
+async def unless_caller_leaves(call: Awaitable[Any], is_disconnected: Callable[[], Awaitable[bool]]) -> Any:
+    """Await ``call`` in this task; if the caller hangs up meanwhile (checked every DISCONNECT_POLL_S),
+    cancel it (which closes its upstream connection) and raise ClientGone.
+
+    A timer rather than a watcher task and ``asyncio.wait``: those cost a task, futures and callbacks on
+    every chat, where a timer costs one handle and only does work for answers slower than the interval."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    gone = False
+    checker: asyncio.Task[None] | None = None
+
+    async def check() -> None:
+        nonlocal gone, timer
+        try:
+            left = await is_disconnected()
+        except Exception as exc:  # cannot tell: stop watching, let the answer come
+            log.debug("disconnect check failed: %s", exc)
+            return
+        if left:
+            gone = True
+            log.info("caller went away; cancelling the upstream request")
+            task.cancel()
+        else:
+            timer = loop.call_later(DISCONNECT_POLL_S, start_check)
+
+    def start_check() -> None:
+        nonlocal checker
+        checker = loop.create_task(check())
+
+    timer = loop.call_later(DISCONNECT_POLL_S, start_check)
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if gone and task.uncancel() == 0:
+            raise ClientGone() from None
+        raise
+    finally:
+        timer.cancel()
+        if checker is not None and not checker.done():
+            checker.cancel()
 
 
 class ChatProxy:
@@ -1086,10 +966,9 @@ class ChatProxy:
             if payload.get("temperature") is None:
                 payload["temperature"] = 0.0
 
-        prepared.prompt_tokens = estimate_messages_tokens(messages)
-        answer_tokens = (payload.get("max_completion_tokens") or payload.get("max_tokens")
-                         or self.settings.budget.answer_reserve_tokens)
-        prepared.num_ctx = num_ctx_for(prepared.prompt_tokens, int(answer_tokens), caller_ctx)
+        prepared.answer_tokens = int(payload.get("max_completion_tokens") or payload.get("max_tokens")
+                                     or self.settings.budget.answer_reserve_tokens)
+        prepared.caller_ctx = caller_ctx
         return prepared
 
     async def _build_context(self, query: str, model: str, messages: list[dict[str, Any]],
@@ -1110,33 +989,24 @@ class ChatProxy:
     # ── forward ──
 
     async def complete(self, prepared: PreparedChat,
-                       is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> dict[str, Any]:
+                       is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> Completion:
         """Forward a non-streaming chat. With ``is_disconnected``, a caller that hangs up while the model
         is still working cancels the upstream request (checked every half second) and ClientGone is raised."""
-        call = self.upstream.chat(prepared.payload, num_ctx=prepared.num_ctx)
+        call = self.upstream.chat_raw(prepared.payload, num_ctx=self._num_ctx(prepared))
         if is_disconnected is None:
-            data, answer = await call
+            data, raw, answer = await call
         else:
-            task = asyncio.ensure_future(call)
-            try:
-                while True:
-                    done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                    if done:
-                        break
-                    if await is_disconnected():
-                        task.cancel()
-                        log.info("caller went away; cancelled the upstream request")
-                        raise ClientGone()
-            finally:
-                if not task.done():
-                    task.cancel()
-            data, answer = task.result()
+            data, raw, answer = await unless_caller_leaves(call, is_disconnected)
         self._done(prepared, answer)
-        return data
+        return Completion(data, raw)
 
     async def open_stream(self, prepared: PreparedChat) -> ChatStream:
-        return await self.upstream.open_stream(prepared.payload, num_ctx=prepared.num_ctx,
+        return await self.upstream.open_stream(prepared.payload, num_ctx=self._num_ctx(prepared),
                                                on_done=functools.partial(self._done, prepared))
+
+    def _num_ctx(self, prepared: PreparedChat) -> int | None:
+        """num_ctx matters to Ollama only: an upstream known to speak OpenAI is spared the token count."""
+        return None if self.upstream.known_kind == "openai" else prepared.num_ctx
 
     def _done(self, prepared: PreparedChat, answer: Answer) -> None:
         seconds = time.perf_counter() - prepared.started

@@ -19,6 +19,7 @@ from helix_context.manager import HelixContextManager
 from helix_context.proxy import ChatCompletionRequest, ChatProxy, ClientGone, ProxyError
 from helix_context.ribosome import consolidate
 from helix_context.server.deps import get_helix
+from helix_context.server.fast_path import JsonFastPath
 
 
 @asynccontextmanager
@@ -33,22 +34,28 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 router = APIRouter(tags=["proxy"], lifespan=_lifespan)
 
 
-async def get_proxy(request: Request) -> ChatProxy:
-    """One ChatProxy (pooled upstream client, session recorder) per app, made on first use.
+CHAT_PATH = "/v1/chat/completions"
 
-    async on purpose: FastAPI runs plain-def dependencies in its threadpool, which costs a
-    thread hop per request and would let concurrent first requests build several proxies."""
-    proxy = getattr(request.app.state, "proxy", None)
+
+def proxy_for(app: Any) -> ChatProxy:
+    """One ChatProxy (pooled upstream client, session recorder) per app, made on first use."""
+    proxy = getattr(app.state, "proxy", None)
     if proxy is None:
-        proxy = ChatProxy(request.app.state.helix, request.app.state.settings)
-        request.app.state.proxy = proxy
+        proxy = ChatProxy(app.state.helix, app.state.settings)
+        app.state.proxy = proxy
     return proxy
 
 
-@router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionRequest, request: Request,
-                           proxy: ChatProxy = Depends(get_proxy)) -> Response:
-    """OpenAI chat completions with Helix context injected (headers: X-Helix-Session, X-Helix-Inject: off)."""
+async def get_proxy(request: Request) -> ChatProxy:
+    """:func:`proxy_for` as a dependency. async on purpose: FastAPI runs plain-def dependencies in its
+    threadpool, which costs a thread hop per request and would let concurrent first requests build several
+    proxies."""
+    return proxy_for(request.app)
+
+
+async def answer_chat(proxy: ChatProxy, body: ChatCompletionRequest, request: Request) -> Response:
+    """One chat, from the parsed request to the response: the route and the fast path
+    (:func:`fast_path`) both answer through here, so they cannot drift apart."""
     try:
         prepared = await proxy.prepare(body, headers=request.headers,
                                        client_host=request.client.host if request.client else None)
@@ -57,12 +64,30 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
             return StreamingResponse(stream, media_type="text/event-stream",
                                      headers={**prepared.headers(), "Cache-Control": "no-cache",
                                               "X-Accel-Buffering": "no"})
-        data = await proxy.complete(prepared, is_disconnected=request.is_disconnected)
-        return JSONResponse(data, headers=prepared.headers())
+        completion = await proxy.complete(prepared, is_disconnected=request.is_disconnected)
+        return Response(completion.body(), media_type="application/json", headers=prepared.headers())
     except ProxyError as exc:
         return JSONResponse(exc.body(), status_code=exc.status)
     except ClientGone:
         return Response(status_code=499)  # nobody is listening; keeps the access log honest
+
+
+@router.post(CHAT_PATH, response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request,
+                           proxy: ChatProxy = Depends(get_proxy)) -> Response:
+    """OpenAI chat completions with Helix context injected (headers: X-Helix-Session, X-Helix-Inject: off)."""
+    return await answer_chat(proxy, body, request)
+
+
+async def _fast_chat(request: Request, body: ChatCompletionRequest) -> Response:
+    return await answer_chat(proxy_for(request.app), body, request)
+
+
+def fast_path(app: Any) -> Any:
+    """The app factory wraps its routes in this, inside the guard: well-formed chats skip FastAPI's
+    per-request machinery and anything else reaches the route above (see helix_context.server.fast_path)."""
+    route = next(r for r in router.routes if getattr(r, "path", None) == CHAT_PATH)
+    return JsonFastPath(app, route=route, model=ChatCompletionRequest, handler=_fast_chat)
 
 
 @router.get("/v1/models", response_model=None)

@@ -71,6 +71,20 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+_GUARD_HEADERS = frozenset((b"x-api-key", b"authorization", b"cookie", b"content-length"))
+
+
+def _guard_headers(raw: Any) -> dict[str, str]:
+    """The few headers the guard reads, decoded (the last value wins, as before). It runs on every request,
+    and decoding every header was most of what the guard cost."""
+    found: dict[str, str] = {}
+    for key, value in raw:
+        low = key.lower()
+        if low in _GUARD_HEADERS:
+            found[low.decode("latin-1")] = value.decode("latin-1")
+    return found
+
+
 class GuardMiddleware:
     def __init__(self, app: Any, *, api_key: str, max_body_bytes: int) -> None:
         self.app = app
@@ -82,7 +96,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         path: str = scope.get("path", "")
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = _guard_headers(scope.get("headers", ()))
         client = scope.get("client")
         client_host = client[0] if client else None
 

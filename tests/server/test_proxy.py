@@ -279,6 +279,50 @@ def test_lean_transport_retries_a_stale_keepalive_and_maps_errors():
     assert [type(e) for e in errors] == [httpx.RemoteProtocolError, httpx.ReadTimeout, httpx.ConnectError]
 
 
+def test_lean_transport_raw_face_splits_lines_across_reads_and_inflates_gzip():
+    import gzip
+
+    from helix_context.lean_http import LeanHTTPTransport, Timeouts
+
+    async def script(reader, writer, n):
+        while True:
+            try:
+                head, body = await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            if head.split(b" ")[1] == b"/lines":  # lines cut mid-way, a \r\n split over two chunks, a lone \r
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for part in (b"data: o", b"ne\r", b"\n\ndata: two\rdata: thr", "ee\u2028\n".encode(), b"tail"):
+                    writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+                writer.write(b"0\r\n\r\n")
+            else:
+                packed = gzip.compress(body)
+                writer.write(b"HTTP/1.1 201 Created\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n"
+                             % len(packed) + packed)
+            await writer.drain()
+
+    async def calls(url):
+        host, port = url.removeprefix("http://").split(":")
+        transport = LeanHTTPTransport()
+        timeouts = Timeouts(1.0, 5.0, 5.0)
+        try:
+            head = b"GET /lines HTTP/1.1\r\nHost: x\r\n\r\n"
+            lines = [line async for line in (await transport.send(host, int(port), head, b"", timeouts,
+                                                                   method="GET")).aiter_lines()]
+            head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n"
+            echo = await transport.send(host, int(port), head, b'{"a":1}', timeouts)
+            return lines, echo.status_code, echo.reason_phrase, await echo.aread(), echo.json()
+        finally:
+            await transport.aclose()
+
+    (lines, status, reason, content, data), connections = _run_with_raw_server(script, calls)
+    assert lines == ["data: one", "", "data: two", "data: three\u2028", "tail"]
+    assert (status, reason, content, data) == (201, "Created", b'{"a":1}', {"a": 1})
+    assert connections == 1  # the streamed answer was read to its end, so its connection was reused
+
+
 # ── Ollama upstream over HTTP ──
 
 
@@ -610,6 +654,37 @@ def test_many_concurrent_streams(stub, start):
     assert sum(sessions[f"conc-{k}"]["requests"] for k in range(3)) == 12
 
 
+# ── the chat fast path (helix_context.server.fast_path) ──
+
+
+def test_chat_fast_path_keeps_key_checks_body_limit_and_route_metrics(settings, server_factory, openai_stub):
+    server = server_factory(_settings(settings, openai_stub.url).replace(
+        api_key="s3cret", server={"max_body_bytes": 20_000}))
+    url, auth = server.url + "/v1/chat/completions", {"Authorization": "Bearer s3cret"}
+    body = {"model": "llama3.1:8b", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(url, json=body).status_code == 401
+    ok = httpx.post(url, json=body, headers=auth)
+    assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == openai_stub.reply
+    assert ok.headers["content-type"] == "application/json" and ok.headers["x-helix-session"].startswith("anon-")
+
+    big = json.dumps({**body, "messages": [{"role": "user", "content": "z" * 50_000}]}).encode()
+    assert httpx.post(url, content=big, headers={**auth, "Content-Type": "application/json"}).status_code == 413
+    chunks = (big[i:i + 4096] for i in range(0, len(big), 4096))  # no Content-Length: counted as it arrives
+    refused = httpx.post(url, content=chunks, headers={**auth, "Content-Type": "application/json"})
+    assert refused.status_code == 413 and "payload_too_large" in refused.text
+    # what the fast path does not take (another content type, a body that does not validate) gets the route's answer
+    odd = httpx.post(url, content=json.dumps(body), headers={**auth, "Content-Type": "text/plain"})
+    assert odd.status_code == 422 and "valid dictionary" in odd.json()["error"]["message"]  # FastAPI's verdict
+    bad = httpx.post(url, json={**body, "temperature": 9}, headers=auth)
+    assert bad.status_code == 422 and "temperature" in bad.json()["error"]["message"]
+    assert len(openai_stub.chats()) == 1
+
+    series = server.app.state.telemetry.snapshot()["histograms"]["http.server.request.duration"]["series"]
+    seen = {(s["attrs"].get("http.route"), s["attrs"]["http.response.status_code"]): s["count"] for s in series}
+    assert seen[("/v1/chat/completions", 200)] == 1 and seen[("/v1/chat/completions", 422)] == 2
+    assert seen[(None, 401)] == 1 and seen[(None, 413)] == 2
+
+
 # ── sessions and consolidation ──
 
 
@@ -651,6 +726,25 @@ def test_sessions_are_listed_and_consolidate_into_a_findable_gene(stub, start):
     stub.reply = "ok"
     client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": "quokka relay port?"}])
     assert "7311" in _system_texts(stub.last_chat()["json"])[0]
+
+
+def test_exchanges_still_queued_at_a_clean_stop_reach_the_genome(stub, start, settings):
+    from helix_context.manager import HelixContextManager
+
+    server, client = start(stub.url)
+    for i in range(5):
+        client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": f"last words {i}"}],
+                                       extra_headers={"X-Helix-Session": "at-shutdown", "X-Helix-Inject": "off"})
+    server.stop()  # no /sessions call first: nothing has asked the recorder to flush
+    assert not server.thread.is_alive()
+    helix = HelixContextManager(settings)
+    try:
+        sessions = {s["session_id"]: s for s in helix.genome.sessions()}
+        assert sessions["at-shutdown"]["requests"] == 5
+        texts = [content for _, sid, _, content in helix.genome.pending_exchanges() if sid == "at-shutdown"]
+        assert texts == [t for i in range(5) for t in (f"last words {i}", stub.reply)]
+    finally:
+        helix.close()
 
 
 def test_consolidate_asks_the_ribosome_when_enabled_and_falls_back(stub, start):
