@@ -53,6 +53,7 @@ class IngestSettings:
     respect_gitignore: bool = True
     ignore: tuple[str, ...] = ()
     follow_symlinks: bool = False
+    workers: int = 0  # parse processes in all, the main one included; 0 = one per core (at most 9)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,8 @@ class Attribution:
     user: str
     agent: str
 
+
+_MINIMUMS: dict[tuple[str, str], int] = {("ingest", "workers"): 0}
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("retrieval", "fusion"): ("weighted", "rrf"),
@@ -383,6 +386,9 @@ def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> An
         choices = _CHOICES.get((name, key))
         if choices and coerced not in choices:
             raise ConfigError(f"[{name}] {key} in {source} must be one of {', '.join(choices)}, got {coerced!r}")
+        low = _MINIMUMS.get((name, key))
+        if low is not None and coerced < low:
+            raise ConfigError(f"[{name}] {key} in {source} must be at least {low}, got {coerced!r}")
         values[key] = coerced
     return cls(**values)
 

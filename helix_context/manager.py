@@ -27,6 +27,7 @@ from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.weigh import Packet
+from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class HelixContextManager:
         self.tagger_part = Part("ner", self._load_tagger)
         self.compressor_part = Part("headroom", self._load_compressor)
         self._retriever: Any = None
+        self._parse_pool: ParsePool | None = None
         self.telemetry: Any = None  # set by the server when telemetry is configured
         # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
         self.genome.embedder_part = self.embedder_part
@@ -164,7 +166,17 @@ class HelixContextManager:
     # ── ingest ──
 
     def ingestor(self, *, embed: bool = True) -> Ingestor:
-        return Ingestor(self.genome, self.settings, embedder=self.embedder if embed else None, tagger=self.tagger)
+        return Ingestor(self.genome, self.settings, embedder=self.embedder if embed else None, tagger=self.tagger,
+                        parse_pool=self.parse_pool)
+
+    @property
+    def parse_pool(self) -> ParsePool | None:
+        """Parse workers, kept across ingests (their processes start when a large ingest first needs them)."""
+        if self._parse_pool is None:
+            workers = default_workers(self.settings.ingest.workers)
+            if workers > 0:
+                self._parse_pool = ParsePool(self.settings, self.tagger, workers)
+        return self._parse_pool
 
     def ingest(self, text: str, content_type: str | None = None, metadata: dict[str, Any] | None = None,
                *, embed: bool = True) -> IngestReport:
@@ -372,4 +384,6 @@ class HelixContextManager:
         signals.set_ribosome_paused(paused, actor="backend", home=self.settings.home)
 
     def close(self) -> None:
+        if self._parse_pool is not None:
+            self._parse_pool.close()
         self.genome.close()

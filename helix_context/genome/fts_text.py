@@ -66,6 +66,12 @@ def path_text(path: str | None) -> str:
     """Segments, the file name's stem and extension, and split identifier parts."""
     if not path:
         return ""
+    return _path_text(path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _path_text(path: str) -> str:
+    # every gene of a file indexes the same path: derive it once per file
     segments = [s for s in re.split(r"[\\/]+", path) if s]
     tail = segments[-4:]  # deep absolute prefixes carry no signal
     words: dict[str, None] = {}

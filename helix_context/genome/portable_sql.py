@@ -20,7 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from helix_context.genome.store import Genome, pack_text, unpack_text
+from helix_context.genome.store import Genome
+from helix_context.genome.stored_form import pack_text, unpack_text
 
 # every genes column but the integer id; the export carries them all
 # (tests/test_portable.py fails when the schema gains a column this list lacks)

@@ -13,8 +13,7 @@ import sqlite3
 import struct
 import threading
 import time
-import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from helix_context.genome import fts_text
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
@@ -65,17 +65,14 @@ class DenseIndex:
     generation: int
 
 
-# ── content encoding: zlib (source text compresses 3-4x; reads cost ~10 µs per gene) ──
+@dataclass(frozen=True)
+class SourceWrite:
+    """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
-
-def pack_text(text: str) -> bytes:
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
-
-
-def unpack_text(blob: bytes | str) -> str:
-    if isinstance(blob, str):  # tolerate hand-edited rows
-        return blob
-    return zlib.decompress(blob).decode("utf-8", "surrogatepass")
+    record: "FileRecord | None"
+    path: str | None
+    genes: Sequence[tuple[Gene, np.ndarray | None]]
+    forms: Mapping[str, StoredForm] = field(default_factory=dict)
 
 
 # ── vector encoding: int8 with a per-vector scale (388 bytes instead of 1536) ──
@@ -294,41 +291,82 @@ class Genome:
     # ── writes ──
 
     def replace_source(self, record: FileRecord | None, path: str | None,
-                       genes: Sequence[tuple[Gene, np.ndarray | None]]) -> WriteResult:
+                       genes: Sequence[tuple[Gene, np.ndarray | None]],
+                       forms: Mapping[str, StoredForm] | None = None) -> WriteResult:
         """Make `genes` the complete set for `path` in one transaction.
 
         Genes whose content is already stored (elsewhere or unchanged) are
         reused; genes of `path` no longer present lose this source and are
-        deleted once no source holds them.
+        deleted once no source holds them. `forms` (by gene id) are stored forms
+        computed ahead, in a parse worker; a gene without one is encoded here.
         """
+        with self.transaction() as tx:
+            return self._replace_in(tx, SourceWrite(record, path, genes, forms or {}))
+
+    def replace_sources(self, writes: Sequence[SourceWrite]) -> list[WriteResult | GenomeError]:
+        """Several `replace_source` calls in one transaction, each file under its own savepoint.
+
+        Why: a commit costs about as much as writing a small file's genes, so an ingest
+        commits once per batch; a file whose write fails still rolls back alone and is
+        reported with its reason. If SQLite abandons the whole transaction (a full disk
+        can), every file of the batch gets that error: none of them was stored, and
+        nothing stored before the batch is touched.
+        """
+        if not writes:
+            return []
+        results: list[WriteResult | GenomeError] = []
+        try:
+            with self.transaction() as tx:
+                for write in writes:
+                    tx.execute("SAVEPOINT source_write")
+                    try:
+                        result = self._replace_in(tx, write)
+                    except sqlite3.Error as exc:
+                        if not tx.conn.in_transaction:
+                            raise  # SQLite rolled everything back: the batch fails as a whole
+                        tx.execute("ROLLBACK TO source_write")
+                        tx.execute("RELEASE source_write")
+                        results.append(_friendly(exc, self.path) if isinstance(exc, sqlite3.OperationalError)
+                                       else GenomeError(f"genome {self.path}: {exc}"))
+                        continue
+                    tx.execute("RELEASE source_write")
+                    results.append(result)
+        except GenomeError as exc:
+            return [exc] * len(writes)
+        except sqlite3.Error as exc:
+            return [GenomeError(f"genome {self.path}: {exc}")] * len(writes)
+        return results
+
+    def _replace_in(self, tx: "_Tx", write: SourceWrite) -> WriteResult:
+        record, path = write.record, write.path
         result = WriteResult()
         now = time.time()
-        with self.transaction() as tx:
-            old_rowids: set[int] = set()
+        old_rowids: set[int] = set()
+        if path is not None:
+            old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
+            tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
+        kept: set[int] = set()
+        for gene, vector in write.genes:
+            rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id))
+            kept.add(rowid)
             if path is not None:
-                old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
-                tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
-            kept: set[int] = set()
-            for gene, vector in genes:
-                rowid = self._upsert_gene(tx, gene, vector, now, result)
-                kept.add(rowid)
-                if path is not None:
-                    tx.execute(
-                        "INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
-                        (rowid, path, gene.start_line, gene.end_line),
-                    )
-            for rowid in old_rowids - kept:
-                if self._drop_if_orphan(tx, rowid, path):
-                    result.replaced += 1
-            if record is not None:
                 tx.execute(
-                    "INSERT OR REPLACE INTO files(path, project, size, mtime_ns, content_hash, genes, ingested_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (record.path, record.project, record.size, record.mtime_ns, record.content_hash, len(kept), now),
+                    "INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
+                    (rowid, path, gene.start_line, gene.end_line),
                 )
+        for rowid in old_rowids - kept:
+            if self._drop_if_orphan(tx, rowid, path):
+                result.replaced += 1
+        if record is not None:
+            tx.execute(
+                "INSERT OR REPLACE INTO files(path, project, size, mtime_ns, content_hash, genes, ingested_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.path, record.project, record.size, record.mtime_ns, record.content_hash, len(kept), now),
+            )
         return result
 
-    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult) -> int:
+    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
+                     form: StoredForm | None = None) -> int:
         row = tx.execute("SELECT id, source_path, retired_at FROM genes WHERE gene_id = ?", (gene.gene_id,)).fetchone()
         prov = gene.provenance
         if row is not None:
@@ -350,13 +388,14 @@ class Genome:
                 tx.execute("UPDATE genes SET embedding = ? WHERE id = ? AND embedding IS NULL", (encode_vector(vector), rowid))
             return rowid
         tags = "\n".join(gene.tags)
+        form = form or stored_form(gene.content)
         cur = tx.execute(
             "INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, "
             "symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
             "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                gene.gene_id, pack_text(gene.content), gene.content_type, gene.language, gene.source_path, gene.project,
+                gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
                 gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
                 prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
                 prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
@@ -364,7 +403,9 @@ class Genome:
             ),
         )
         rowid = int(cur.lastrowid)
-        self._fts_insert(tx, rowid, gene.content, tags, gene.source_path)
+        _, tags_text, path_text = self.fts_values("", tags, gene.source_path)
+        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
+                   (rowid, form.fts_body, tags_text, path_text))
         result.added += 1
         return rowid
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,24 +23,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from helix_context.config import Settings
-from helix_context.genome.store import FileRecord, Genome, GenomeError
-from helix_context.ingest.chunk import chunk_text
-from helix_context.ingest.detect import detect_type, is_binary
-from helix_context.ingest.facts import extract_facts
+from helix_context.genome.store import FileRecord, Genome, GenomeError, SourceWrite
+from helix_context.genome.stored_form import StoredForm
+from helix_context.ingest.detect import is_binary
+from helix_context.ingest.genes import TaggerLike, embedding_text, make_genes
+from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
-from helix_context.models import CONTENT_TYPES, Chunk, Gene, Provenance
+from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.ingest")
 
-_VOLATILITY = {"log": "hot", "config": "medium", "json": "medium", "diff": "medium"}
-
-
 class EmbedderLike(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-class TaggerLike(Protocol):
-    def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]: ...
 
 
 @dataclass
@@ -87,22 +81,8 @@ class _Prepared:
     record: FileRecord | None
     path: str | None
     genes: list[Gene]
-    embed_texts: list[str]
+    forms: dict[str, StoredForm]  # stored forms computed by a parse worker, by gene id
     size: int
-
-
-def gene_id_for(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def embedding_text(gene: Gene) -> str:
-    """What the embedder sees: where the gene lives and what it is named, then its text."""
-    head = []
-    if gene.source_path:
-        head.append("/".join(Path(gene.source_path).parts[-2:]))
-    if gene.symbol:
-        head.append(gene.symbol)
-    return (" | ".join(head) + "\n" + gene.content) if head else gene.content
 
 
 def find_project(path: Path, fallback: Path) -> str:
@@ -117,58 +97,19 @@ def find_project(path: Path, fallback: Path) -> str:
 
 class Ingestor:
     def __init__(self, genome: Genome, settings: Settings, *, embedder: EmbedderLike | None = None,
-                 tagger: TaggerLike | None = None) -> None:
+                 tagger: TaggerLike | None = None, parse_pool: ParsePool | None = None) -> None:
         self.genome = genome
         self.settings = settings
         self.embedder = embedder
         self.tagger = tagger
+        self.parse_pool = parse_pool
 
     # ── genes from text ──
 
     def make_genes(self, text: str, *, path: str | None, content_type: str | None, language: str | None = None,
                    project: str | None, provenance: Provenance) -> list[Gene]:
-        detected_type, detected_lang = detect_type(path, text)
-        ctype = content_type if content_type in CONTENT_TYPES else detected_type
-        lang = language or detected_lang
-        chunks = chunk_text(text, ctype, lang, self.settings.ingest.max_chunk_chars)
-        if not chunks:
-            return []
-        tags = self.tagger.tag_many(chunks, path) if self.tagger is not None else [() for _ in chunks]
-        attribution = self.settings.attribution
-        volatility = provenance.volatility_class
-        if volatility == "stable" and ctype in _VOLATILITY:
-            volatility = _VOLATILITY[ctype]
-        prov = Provenance(
-            source_kind=provenance.source_kind,
-            volatility_class=volatility,
-            authority_class=provenance.authority_class,
-            observed_at=provenance.observed_at,
-            last_verified_at=provenance.last_verified_at,
-            source_mtime=provenance.source_mtime,
-            source_hash=provenance.source_hash,
-        )
-        genes = []
-        for chunk, chunk_tags in zip(chunks, tags):
-            facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
-            genes.append(Gene(
-                gene_id=gene_id_for(chunk.content),
-                content=chunk.content,
-                content_type=chunk.content_type,
-                language=chunk.language,
-                source_path=path,
-                project=project,
-                start_line=chunk.start_line,
-                end_line=chunk.end_line,
-                symbol=chunk.symbol,
-                tags=tuple(chunk_tags),
-                facts=facts,
-                provenance=prov,
-                org=attribution.org,
-                device=attribution.device,
-                user=attribution.user,
-                agent=attribution.agent,
-            ))
-        return genes
+        return make_genes(text, settings=self.settings, tagger=self.tagger, path=path, content_type=content_type,
+                          language=language, project=project, provenance=provenance)
 
     # ── public entry points ──
 
@@ -211,7 +152,7 @@ class Ingestor:
         encoded = text.encode("utf-8", "surrogatepass")
         # no files-table record: the path names the text, it is not a file to re-read or retire;
         # re-posting the same path still replaces its genes (they are keyed by source path)
-        return _Prepared(None, path, genes, [embedding_text(g) for g in genes], len(encoded))
+        return _Prepared(None, path, genes, {}, len(encoded))
 
     def ingest_paths(self, paths: Sequence[str | Path], *, project: str | None = None,
                      progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
@@ -237,28 +178,7 @@ class Ingestor:
         for root in {e.root for e in entries} | set(walked_roots):
             known.update(self.genome.file_records(under=str(root)))
 
-        pending: list[_Prepared] = []
-        pending_chunks = 0
-        batch_target = max(64, self.settings.embedding.batch_size * 4)
-        total = len(entries)
-        for index, entry in enumerate(entries, 1):
-            report.files_seen += 1
-            key = str(entry.path)
-            if progress is not None:
-                progress(index, total, key)
-            previous = known.get(key)
-            if previous is not None and previous.size == entry.size and previous.mtime_ns == entry.mtime_ns:
-                report.files_unchanged += 1
-                continue
-            prepared = self._prepare_file(entry, previous, project, report)
-            if prepared is None:
-                continue
-            pending.append(prepared)
-            pending_chunks += len(prepared.genes)
-            if pending_chunks >= batch_target:
-                self._flush(pending, report)
-                pending, pending_chunks = [], 0
-        self._flush(pending, report)
+        self._ingest_entries(entries, known, project, progress, report)
 
         seen = {str(e.path) for e in entries}
         for root in walked_roots:
@@ -280,8 +200,44 @@ class Ingestor:
         except GenomeError as exc:
             report.skip(path, f"could not retire genes of a deleted file: {exc}")
 
-    def _prepare_file(self, entry: FileEntry, previous: FileRecord | None, project: str | None,
-                      report: IngestReport) -> _Prepared | None:
+    def _ingest_entries(self, entries: list[FileEntry], known: dict[str, FileRecord], project: str | None,
+                        progress: Callable[[int, int, str], None] | None, report: IngestReport) -> None:
+        pending: list[_Prepared] = []
+        pending_chunks = 0
+        batch_target = max(64, self.settings.embedding.batch_size * 4)
+        jobs = self._changed_files(entries, known, project, progress, report)
+        for job, parsed in Scheduler(self.parse_pool, self.settings, self.tagger).run(jobs):
+            if isinstance(parsed, BaseException):
+                report.skip(job.path, f"could not be parsed ({type(parsed).__name__}: {parsed})")
+                continue
+            record, size = job.payload
+            pending.append(_Prepared(record, job.path, parsed.genes, parsed.forms, size))
+            pending_chunks += len(parsed.genes)
+            if pending_chunks >= batch_target:
+                self._flush(pending, report)
+                pending, pending_chunks = [], 0
+        self._flush(pending, report)
+
+    def _changed_files(self, entries: list[FileEntry], known: dict[str, FileRecord], project: str | None,
+                       progress: Callable[[int, int, str], None] | None, report: IngestReport
+                       ) -> Iterator[ParseJob]:
+        """Files to parse, read and decoded; unchanged, binary and unreadable ones are counted here."""
+        total = len(entries)
+        for index, entry in enumerate(entries, 1):
+            report.files_seen += 1
+            key = str(entry.path)
+            if progress is not None:
+                progress(index, total, key)
+            previous = known.get(key)
+            if previous is not None and previous.size == entry.size and previous.mtime_ns == entry.mtime_ns:
+                report.files_unchanged += 1
+                continue
+            job = self._read_file(entry, previous, project, report)
+            if job is not None:
+                yield job
+
+    def _read_file(self, entry: FileEntry, previous: FileRecord | None, project: str | None,
+                   report: IngestReport) -> ParseJob | None:
         key = str(entry.path)
         try:
             data = entry.path.read_bytes()
@@ -315,42 +271,45 @@ class Ingestor:
         now = time.time()
         prov = Provenance(source_kind="file", observed_at=now, last_verified_at=now,
                           source_mtime=entry.mtime_ns / 1e9, source_hash=content_hash)
-        try:
-            genes = self.make_genes(text, path=key, content_type=None, project=record.project, provenance=prov)
-        except Exception as exc:  # a parser bug on one file must not stop the ingest
-            log.exception("failed to parse %s", key)
-            report.skip(key, f"could not be parsed ({type(exc).__name__}: {exc})")
-            return None
-        return _Prepared(record, key, genes, [embedding_text(g) for g in genes], len(data))
+        return ParseJob(key, text, record.project, prov, payload=(record, len(data)))
 
     def _flush(self, pending: list[_Prepared], report: IngestReport) -> None:
+        """Embed the batch, then write it: one transaction, one savepoint per file."""
         if not pending:
             return
-        texts = [t for p in pending for t in p.embed_texts]
-        vectors: list[np.ndarray | None] = [None] * len(texts)
-        if self.embedder is not None and texts:
-            # genes already stored with a vector (unchanged chunks of a changed file, duplicates) keep it
-            ids = [g.gene_id for p in pending for g in p.genes]
-            have = self.genome.embedded_gene_ids(ids)
-            todo = [i for i, gene_id in enumerate(ids) if gene_id not in have]
-            try:
-                if todo:
-                    matrix = self.embedder.embed([texts[i] for i in todo])
-                    for i, vec in zip(todo, matrix):
-                        vectors[i] = vec
-            except Exception as exc:  # the dense signal is optional: store genes without vectors
-                log.warning("embedding failed (%s); genes stored without vectors", exc)
+        vectors = self._vectors(pending)
+        writes: list[SourceWrite] = []
         offset = 0
         for item in pending:
-            item_vectors = vectors[offset:offset + len(item.genes)]
+            genes = list(zip(item.genes, vectors[offset:offset + len(item.genes)]))
+            writes.append(SourceWrite(item.record, item.path, genes, item.forms))
             offset += len(item.genes)
-            try:
-                result = self.genome.replace_source(item.record, item.path, list(zip(item.genes, item_vectors)))
-            except GenomeError as exc:
-                report.skip(item.path or "<text>", str(exc))
+        for item, result in zip(pending, self.genome.replace_sources(writes)):
+            if isinstance(result, GenomeError):
+                report.skip(item.path or "<text>", str(result))
                 continue
             report.files_ingested += 1
             report.bytes += item.size
             report.genes_added += result.added
             report.genes_replaced += result.replaced
             report.genes_reused += result.reused
+
+    def _vectors(self, pending: list[_Prepared]) -> list[np.ndarray | None]:
+        genes = [g for p in pending for g in p.genes]
+        vectors: list[np.ndarray | None] = [None] * len(genes)
+        if self.embedder is None or not genes:
+            return vectors
+        # genes already stored with a vector (unchanged chunks of a changed file, duplicates) keep it,
+        # and a chunk repeated within the batch is embedded once
+        have = self.genome.embedded_gene_ids([g.gene_id for g in genes])
+        first: dict[str, Gene] = {}
+        for gene in genes:
+            if gene.gene_id not in have:
+                first.setdefault(gene.gene_id, gene)
+        try:
+            if first:
+                by_id = dict(zip(first, self.embedder.embed([embedding_text(g) for g in first.values()])))
+                vectors = [by_id.get(g.gene_id) for g in genes]
+        except Exception as exc:  # the dense signal is optional: store genes without vectors
+            log.warning("embedding failed (%s); genes stored without vectors", exc)
+        return vectors

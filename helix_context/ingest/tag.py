@@ -27,6 +27,7 @@ or NER is disabled, status is ``"off"`` and the regex tags still work.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -235,6 +236,8 @@ class Tagger:
         self.ner_log_chars = ner_log_chars
         self.ner_code = ner_code
         self.batch_size = batch_size
+        self._init_args = {"ner_enabled": ner_enabled, "model": model, "max_tags": max_tags, "ner_chars": ner_chars,
+                           "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size}
         self._nlp: Any = None
         self._status: str | None = None
         self._lock = threading.Lock()
@@ -359,6 +362,11 @@ class Tagger:
         except Exception as exc:  # a model hiccup must not fail the ingest
             log.warning("NER failed on a batch (%s); continuing without entities", exc)
         return ents
+
+    def __reduce__(self) -> tuple:
+        # A parse worker process gets a tagger with the same settings, never the loaded
+        # spaCy pipeline: that loads there, lazily, if the worker meets a file that needs it.
+        return (functools.partial(Tagger, **self._init_args), ())
 
     def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]:
         """One tuple of tags per chunk, in the order of ``chunks``."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from helix_context.genome.schema import SCHEMA_VERSION
-from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError
+from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError, SourceWrite, WriteResult
 from helix_context.models import Gene, Provenance
 
 
@@ -135,6 +135,38 @@ def test_full_disk_loses_nothing_already_stored(tmp_path: Path) -> None:
         g.replace_source(rec("b.py"), "b.py", big)
     assert g.get_gene(gene("KEEP = 1").gene_id) is not None
     assert g.file_record("b.py") is None
+    assert g.integrity_check() == []
+
+
+def test_batch_write_rolls_back_only_the_file_that_fails(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    broken = Gene(gene_id="b" * 32, content="BROKEN = 1", content_type=None, language=None,  # type: ignore[arg-type]
+                  source_path="b.py", project="demo", start_line=1, end_line=1)
+    results = g.replace_sources([
+        SourceWrite(rec("a.py"), "a.py", [(gene("ALPHA_PORT = 1"), None)]),
+        SourceWrite(rec("b.py"), "b.py", [(gene("BETA_PORT = 2", "b.py"), None), (broken, None)]),
+        SourceWrite(rec("c.py"), "c.py", [(gene("GAMMA_PORT = 3", "c.py"), None)]),
+    ])
+    assert isinstance(results[0], WriteResult) and results[0].added == 1
+    assert isinstance(results[1], GenomeError) and "content_type" in str(results[1])
+    assert isinstance(results[2], WriteResult) and results[2].added == 1
+    assert g.file_record("a.py") and g.file_record("c.py") and g.file_record("b.py") is None
+    assert g.get_gene(gene("BETA_PORT = 2", "b.py").gene_id) is None  # the failed file left nothing behind
+    assert [r for r, _ in g.fts_search('"gamma_port"', 5)] and not g.fts_search('"beta_port"', 5)
+    assert g.integrity_check() == []
+
+
+def test_full_disk_mid_batch_fails_the_batch_and_keeps_what_was_stored(tmp_path: Path) -> None:
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("a.py"), "a.py", [(gene("KEEP = 1"), None)])
+    pages = g.conn.execute("PRAGMA page_count").fetchone()[0]
+    g.conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    big = [(gene(f"VALUE_{i} = '{'x' * 3000}'", "c.py", start=i), None) for i in range(50)]
+    results = g.replace_sources([SourceWrite(rec("b.py"), "b.py", [(gene("SMALL = 2", "b.py"), None)]),
+                                 SourceWrite(rec("c.py"), "c.py", big)])
+    assert all(isinstance(r, GenomeError) and "no space left" in str(r) for r in results)
+    assert g.file_record("b.py") is None and g.file_record("c.py") is None
+    assert g.get_gene(gene("KEEP = 1").gene_id) is not None
     assert g.integrity_check() == []
 
 

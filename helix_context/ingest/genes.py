@@ -1,0 +1,84 @@
+"""Text → genes: chunk, tag, extract facts, attach provenance and attribution.
+
+A pure function of the text and the settings, kept apart from the pipeline so a
+parse worker process imports only what parsing needs (no SQLite, no numpy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Protocol
+
+from helix_context.config import Settings
+from helix_context.ingest.chunk import chunk_text
+from helix_context.ingest.detect import detect_type
+from helix_context.ingest.facts import extract_facts
+from helix_context.models import CONTENT_TYPES, Chunk, Gene, Provenance
+
+_VOLATILITY = {"log": "hot", "config": "medium", "json": "medium", "diff": "medium"}
+
+
+class TaggerLike(Protocol):
+    def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]: ...
+
+
+def gene_id_for(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def embedding_text(gene: Gene) -> str:
+    """What the embedder sees: where the gene lives and what it is named, then its text."""
+    head = []
+    if gene.source_path:
+        head.append("/".join(gene.source_path.replace("\\", "/").rstrip("/").split("/")[-2:]))
+    if gene.symbol:
+        head.append(gene.symbol)
+    return (" | ".join(head) + "\n" + gene.content) if head else gene.content
+
+
+def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path: str | None,
+               content_type: str | None, language: str | None = None, project: str | None,
+               provenance: Provenance) -> list[Gene]:
+    detected_type, detected_lang = detect_type(path, text)
+    ctype = content_type if content_type in CONTENT_TYPES else detected_type
+    lang = language or detected_lang
+    chunks = chunk_text(text, ctype, lang, settings.ingest.max_chunk_chars)
+    if not chunks:
+        return []
+    tags = tagger.tag_many(chunks, path) if tagger is not None else [() for _ in chunks]
+    attribution = settings.attribution
+    volatility = provenance.volatility_class
+    if volatility == "stable" and ctype in _VOLATILITY:
+        volatility = _VOLATILITY[ctype]
+    prov = Provenance(
+        source_kind=provenance.source_kind,
+        volatility_class=volatility,
+        authority_class=provenance.authority_class,
+        observed_at=provenance.observed_at,
+        last_verified_at=provenance.last_verified_at,
+        source_mtime=provenance.source_mtime,
+        source_hash=provenance.source_hash,
+    )
+    genes = []
+    for chunk, chunk_tags in zip(chunks, tags):
+        facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
+        genes.append(Gene(
+            gene_id=gene_id_for(chunk.content),
+            content=chunk.content,
+            content_type=chunk.content_type,
+            language=chunk.language,
+            source_path=path,
+            project=project,
+            start_line=chunk.start_line,
+            end_line=chunk.end_line,
+            symbol=chunk.symbol,
+            tags=tuple(chunk_tags),
+            facts=facts,
+            provenance=prov,
+            org=attribution.org,
+            device=attribution.device,
+            user=attribution.user,
+            agent=attribution.agent,
+        ))
+    return genes

@@ -1,0 +1,295 @@
+"""Parse files on several cores while the main process reads, embeds and writes.
+
+Chunking, tagging and fact extraction are pure Python and hold the GIL, so threads
+cannot spread them over cores; worker processes can (spawned, so the same code runs
+on Windows). The main process keeps parsing as well: whenever the next result in
+file order is not ready it parses a later file itself, which hides the workers'
+start-up and keeps the cores busy. Small ingests never start a pool, and files that
+need the NER model are parsed in the main process, where that model is loaded.
+
+Results come back in file order, so the genome is written in the same order, and is
+the same, whichever process parsed a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from helix_context.config import Settings
+from helix_context.genome.stored_form import StoredForm, stored_form
+from helix_context.ingest.genes import TaggerLike, make_genes
+from helix_context.models import Gene, Provenance
+
+log = logging.getLogger("helix.ingest")
+
+# NER runs on these content types only (see tag.py): such files stay in the main process
+_NER_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".log", ".text", ""})
+
+
+@dataclass(frozen=True)
+class ParseJob:
+    path: str
+    text: str
+    project: str | None
+    provenance: Provenance
+    payload: Any = None  # the caller's own data for this file, carried back with the result
+
+
+@dataclass
+class Parsed:
+    genes: list[Gene]
+    forms: dict[str, StoredForm] = field(default_factory=dict)
+
+
+def parse(job: ParseJob, settings: Settings, tagger: TaggerLike | None) -> Parsed:
+    genes = make_genes(job.text, settings=settings, tagger=tagger, path=job.path, content_type=None,
+                       project=job.project, provenance=job.provenance)
+    return Parsed(genes, {g.gene_id: stored_form(g.content) for g in genes})
+
+
+def default_workers(configured: int) -> int:
+    """`[ingest] workers` counts every parsing process, the main one included; 0 = one per core (at most 9)."""
+    if configured > 0:
+        return configured - 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(0, min(cores - 1, 8))
+
+
+class WorkerGone(RuntimeError):
+    """A parse worker exited or its pipe broke; the scheduler parses in-process from then on."""
+
+
+class _Worker:
+    """One `python -m helix_context.ingest.parse_worker` process, fed pickled jobs over a pipe.
+
+    A plain subprocess rather than multiprocessing: a spawned multiprocessing child
+    re-imports the caller's main script, which runs a script without a __main__ guard a
+    second time. This process runs only the parse worker module.
+    """
+
+    def __init__(self, settings: Settings, tagger: TaggerLike | None) -> None:
+        flags = getattr(subprocess, "CREATE_NO_WINDOW", 0)
+        self.proc = subprocess.Popen([sys.executable, "-m", "helix_context.ingest.parse_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, creationflags=flags)
+        self._pending: deque[Future[Parsed]] = deque()
+        self._lock = threading.Lock()  # guards _pending and _gone
+        self._write_lock = threading.Lock()
+        self._gone: WorkerGone | None = None
+        assert self.proc.stdin is not None
+        try:
+            pickle.dump((settings, tagger), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except Exception as exc:  # an unpicklable tagger, a worker that died at once
+            self.proc.kill()
+            self.proc.wait()
+            raise WorkerGone(f"cannot start a parse worker: {type(exc).__name__}: {exc}") from exc
+        self._reader = threading.Thread(target=self._read_results, name="helix-parse-results", daemon=True)
+        self._reader.start()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._pending)
+
+    def submit(self, job: ParseJob) -> Future[Parsed]:
+        future: Future[Parsed] = Future()
+        frame = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            if self._gone is not None:
+                raise self._gone
+            self._pending.append(future)
+        # Written without holding _lock: the write can block until the worker reads, and the
+        # worker may first have to hand over results, which the reader thread takes under _lock.
+        with self._write_lock:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(frame)
+                self.proc.stdin.flush()
+            except (OSError, ValueError) as exc:
+                gone = WorkerGone(f"parse worker {self.proc.pid} cannot take work: {exc}")
+                self._fail_pending(gone)
+                raise gone from exc
+        return future
+
+    def _read_results(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            while True:
+                ok, value = pickle.load(stdout)
+                with self._lock:
+                    future = self._pending.popleft()
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+        except Exception as exc:  # EOF, a broken pipe, an unreadable frame: this worker is done
+            self._fail_pending(WorkerGone(f"parse worker {self.proc.pid} stopped ({type(exc).__name__}: {exc})"))
+
+    def _fail_pending(self, gone: WorkerGone) -> None:
+        with self._lock:
+            self._gone = self._gone or gone
+            pending, self._pending = list(self._pending), deque()
+        for future in pending:
+            if not future.done():
+                future.set_exception(gone)
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # EOF: the worker finishes the job in hand and exits
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+
+
+class ParsePool:
+    """Parse worker processes, started on first use and kept for later ingests."""
+
+    def __init__(self, settings: Settings, tagger: TaggerLike | None, workers: int) -> None:
+        self.settings = settings
+        self.tagger = tagger
+        self.workers = workers
+        self._procs: list[_Worker] = []
+
+    @property
+    def started(self) -> bool:
+        return bool(self._procs)
+
+    def submit(self, job: ParseJob) -> Future[Parsed]:
+        if not self._procs:
+            self._procs = [_Worker(self.settings, self.tagger) for _ in range(self.workers)]
+        return min(self._procs, key=lambda w: w.inflight).submit(job)
+
+    def close(self) -> None:
+        procs, self._procs = self._procs, []
+        for worker in procs:
+            worker.close()
+
+
+@dataclass
+class _Slot:
+    job: ParseJob
+    future: Future[Parsed] | None = None
+    result: Parsed | BaseException | None = None
+
+
+class Scheduler:
+    """Yields (job, Parsed or the exception its parse raised) in job order."""
+
+    def __init__(self, pool: ParsePool | None, settings: Settings, tagger: TaggerLike | None, *,
+                 start_after: int = 8) -> None:
+        self.pool = pool if pool is not None and pool.workers > 0 else None
+        self.settings = settings
+        self.tagger = tagger
+        self.start_after = start_after  # fewer waiting files than this: not worth starting workers
+        # Files read ahead of the next write. Deep enough that the main process has files of its
+        # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too.
+        self.window = max(start_after, 64) if self.pool else 1
+        self.window_bytes = 32_000_000
+
+    def run(self, jobs: Iterable[ParseJob]) -> Iterator[tuple[ParseJob, Parsed | BaseException]]:
+        source = iter(jobs)
+        window: deque[_Slot] = deque()
+        exhausted = False
+        held = 0  # characters of text in the window
+        while True:
+            while not exhausted and len(window) < self.window and held < self.window_bytes:
+                job = next(source, None)
+                if job is None:
+                    exhausted = True
+                else:
+                    window.append(_Slot(job))
+                    held += len(job.text)
+            if not window:
+                return
+            self._feed(window)
+            head = window[0]
+            if head.result is None and head.future is not None and (head.future.done() or not self._local_work(window)):
+                head.result = self._collect(head)
+            if head.result is not None:
+                window.popleft()
+                held -= len(head.job.text)
+                yield head.job, head.result
+                continue
+            slot = self._local_work(window)
+            if slot is not None:
+                slot.result = self._parse_here(slot.job)
+
+    def _feed(self, window: deque[_Slot]) -> None:
+        pool = self.pool
+        if pool is None:
+            return
+        if not pool.started and sum(1 for s in window if self._for_pool(s)) < self.start_after:
+            return
+        inflight = sum(1 for s in window if s.future is not None and not s.future.done())
+        for slot in reversed(window):
+            if inflight >= 4 * pool.workers:
+                break
+            if self._for_pool(slot):
+                try:
+                    slot.future = pool.submit(slot.job)
+                except (WorkerGone, OSError) as exc:
+                    self._broken(exc)
+                    return
+                inflight += 1
+
+    def _for_pool(self, slot: _Slot) -> bool:
+        return slot.future is None and slot.result is None and not self._needs_main(slot.job)
+
+    def _needs_main(self, job: ParseJob) -> bool:
+        if getattr(self.tagger, "ner_enabled", False) is False:
+            return False
+        name = job.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].lower()
+        suffix = name[name.rfind("."):] if "." in name.lstrip(".") else ""
+        return suffix in _NER_SUFFIXES
+
+    @staticmethod
+    def _local_work(window: deque[_Slot]) -> _Slot | None:
+        """The earliest file nobody has started: the main process works from the front of the
+        window, so writes never wait on a worker that is still starting; workers take the back."""
+        for slot in window:
+            if slot.future is None and slot.result is None:
+                return slot
+        return None
+
+    def _collect(self, slot: _Slot) -> Parsed | BaseException:
+        assert slot.future is not None
+        try:
+            return slot.future.result()
+        except WorkerGone as exc:
+            self._broken(exc)
+            slot.future = None
+            return self._parse_here(slot.job)
+        except Exception as exc:  # the parse itself failed in the worker: reported like a local failure
+            return exc
+
+    def _parse_here(self, job: ParseJob) -> Parsed | BaseException:
+        try:
+            return parse(job, self.settings, self.tagger)
+        except Exception as exc:  # a parser bug on one file must not stop the ingest
+            log.exception("failed to parse %s", job.path)
+            return exc
+
+    def _broken(self, exc: BaseException) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            log.warning("parse workers stopped (%s); this ingest parses in the main process from here on", exc)
+            pool.close()  # the next ingest starts fresh workers

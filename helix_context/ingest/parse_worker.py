@@ -1,0 +1,51 @@
+"""A parse worker process: `python -m helix_context.ingest.parse_worker`.
+
+Reads pickled frames on stdin: first (settings, tagger), then one ParseJob per file;
+writes one pickled (ok, Parsed or exception) per job on stdout, in order. Exits at
+EOF, which is also what it sees when its parent dies. Logs go to stderr: stdout
+carries only results, so a stray print cannot corrupt the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+
+
+def main() -> int:
+    results = sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed while parsing lands on stderr, never in the results
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s helix parse worker %(levelname)s %(message)s")
+    from helix_context.ingest.parallel import parse
+
+    jobs = sys.stdin.buffer
+    try:
+        settings, tagger = pickle.load(jobs)
+    except EOFError:
+        return 0
+    while True:
+        try:
+            job = pickle.load(jobs)
+        except EOFError:
+            return 0
+        try:
+            reply = (True, parse(job, settings, tagger))
+        except Exception as exc:  # a parser bug on one file: the parent reports it for that file
+            logging.getLogger("helix.ingest").exception("failed to parse %s", getattr(job, "path", "?"))
+            reply = (False, _picklable(exc))
+        pickle.dump(reply, results, protocol=pickle.HIGHEST_PROTOCOL)
+        results.flush()
+
+
+def _picklable(exc: Exception) -> Exception:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

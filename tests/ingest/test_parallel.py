@@ -1,0 +1,128 @@
+"""Parsing in worker processes: same genome as parsing in-process, and it survives its workers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helix_context import HelixContextManager, load_config
+
+
+def make_repo(root: Path, n: int = 24, tag: str = "v1") -> Path:
+    """A small code base: Python modules, a config file and a README (which needs NER)."""
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"module_{i:02d}.py").write_text(textwrap.dedent(f'''\
+            """Module {i} of the demo service ({tag})."""
+
+            RETRY_LIMIT_{i} = {i + 3}
+
+
+            def fetch_user_record_{i}(user_id: int) -> dict:
+                """Load user {i} from the accountStore."""
+                return {{"id": user_id, "shard": {i}}}
+
+
+            class PaymentGateway{i}:
+                timeout_ms = {100 * i}
+
+                def charge(self, amount: float) -> bool:
+                    return amount < {i}
+            '''), encoding="utf-8")
+    (root / "service.toml").write_text(f"[server]\nport = 11437\nworkers = 4\n# {tag}\n", encoding="utf-8")
+    (root / "README.md").write_text(f"# Demo\n\nBuilt by Ada Lovelace at Acme Corporation in London ({tag}).\n",
+                                    encoding="utf-8")
+    return root
+
+
+def genome_snapshot(helix: HelixContextManager) -> dict[str, tuple]:
+    """Every live gene, with what ingest derived for it, keyed by gene id."""
+    return {g.gene_id: (g.source_path, g.start_line, g.end_line, g.symbol, g.tags, g.facts, g.content_type)
+            for g in helix.genome.iter_genes()}
+
+
+def ingest(tmp_path: Path, home: str, workers: int, repo: Path) -> tuple[HelixContextManager, object]:
+    os.environ["HELIX_HOME"] = str(tmp_path / home)
+    helix = HelixContextManager(load_config().replace(ingest={"workers": workers}))
+    report = helix.ingest_path(repo, embed=False)
+    return helix, report
+
+
+def test_workers_build_the_same_genome_as_one_process(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    serial, serial_report = ingest(tmp_path, "serial", 1, repo)
+    parallel, parallel_report = ingest(tmp_path, "parallel", 3, repo)
+    try:
+        assert serial.parse_pool is None
+        assert parallel.parse_pool is not None and parallel.parse_pool.started, "the workers never ran"
+        assert parallel_report.files_ingested == serial_report.files_ingested == 26
+        assert parallel_report.genes_added == serial_report.genes_added
+        assert genome_snapshot(parallel) == genome_snapshot(serial)
+        # the full-text rows written from the workers' stored forms answer like the in-process ones
+        for query in ("fetch user record", "PaymentGateway7", "accountStore", "retry limit"):
+            got = [h.gene.gene_id for h in parallel.retriever.retrieve(query).items]
+            want = [h.gene.gene_id for h in serial.retriever.retrieve(query).items]
+            assert got == want and got, query
+    finally:
+        serial.close()
+        parallel.close()
+
+
+def test_ingest_finishes_when_a_worker_dies(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    repo = make_repo(tmp_path / "repo")
+    helix, _ = ingest(tmp_path, "home", 3, repo)
+    try:
+        pool = helix.parse_pool
+        assert pool is not None and pool.started
+        for worker in pool._procs:  # the workers die between two ingests (OOM killer, a user's kill)
+            worker.proc.kill()
+            worker.proc.wait()
+        make_repo(repo, tag="v2")  # every file changed
+        with caplog.at_level(logging.WARNING, logger="helix.ingest"):
+            report = helix.ingest_path(repo, embed=False)
+        assert report.files_ingested == 26 and not report.files_skipped
+        assert "parse workers stopped" in caplog.text
+        assert all("(v2)" in g.content for g in helix.genome.iter_genes() if g.start_line == 1
+                   and g.source_path.endswith(".py"))
+        # and the ingest after that starts fresh workers
+        make_repo(repo, tag="v3")
+        again = helix.ingest_path(repo, embed=False)
+        assert again.files_ingested == 26 and helix.parse_pool.started
+    finally:
+        helix.close()
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """Workers are not multiprocessing children, so the caller's script is never re-run in them."""
+    repo = make_repo(tmp_path / "repo")
+    marker = tmp_path / "runs.txt"
+    script = tmp_path / "index_my_repo.py"
+    script.write_text(textwrap.dedent(f'''\
+        from helix_context import HelixContextManager, load_config
+        with open({str(marker)!r}, "a") as fh:
+            fh.write("ran\\n")
+        helix = HelixContextManager(load_config())
+        report = helix.ingest_path({str(repo)!r}, embed=False)
+        print(report.files_ingested, helix.parse_pool is not None and helix.parse_pool.started)
+        helix.close()
+        '''), encoding="utf-8")
+    env = {**os.environ, "HELIX_HOME": str(tmp_path / "home"), "HELIX_INGEST_WORKERS": "3"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["26", "True"]
+    assert marker.read_text().splitlines() == ["ran"]
+
+
+def test_workers_setting_is_checked(tmp_path: Path) -> None:
+    from helix_context.config import ConfigError, load_config
+
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text("[ingest]\nworkers = -2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[ingest\] workers .* must be at least 0"):
+        load_config(cfg)
