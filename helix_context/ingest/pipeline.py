@@ -206,7 +206,10 @@ class Ingestor:
         pending_chunks = 0
         batch_target = max(64, self.settings.embedding.batch_size * 4)
         jobs = self._changed_files(entries, known, project, progress, report)
-        for job, parsed in Scheduler(self.parse_pool, self.settings, self.tagger).run(jobs):
+        # With embeddings on, the model's threads keep every core busy and parsing is ~5 % of the time:
+        # workers would only take cores from it.
+        pool = self.parse_pool if self.embedder is None else None
+        for job, parsed in Scheduler(pool, self.settings, self.tagger).run(jobs):
             if isinstance(parsed, BaseException):
                 report.skip(job.path, f"could not be parsed ({type(parsed).__name__}: {parsed})")
                 continue
