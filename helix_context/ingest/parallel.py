@@ -1,11 +1,12 @@
-"""Parse files on several cores while the main process reads, embeds and writes.
+"""Parse files on several cores while the main process reads and writes.
 
 Chunking, tagging and fact extraction are pure Python and hold the GIL, so threads
-cannot spread them over cores; worker processes can (spawned, so the same code runs
-on Windows). The main process keeps parsing as well: whenever the next result in
-file order is not ready it parses a later file itself, which hides the workers'
-start-up and keeps the cores busy. Small ingests never start a pool, and files that
-need the NER model are parsed in the main process, where that model is loaded.
+cannot spread them over cores; worker processes can (plain subprocesses, so the same
+code runs on Windows). The main process keeps parsing as well: it takes files from
+the front of a read-ahead window and the workers from the back, so writes never wait
+for a worker that is still starting and every core stays busy. Small ingests never
+start workers, and files that need the NER model are parsed in the main process,
+where that model is loaded.
 
 Results come back in file order, so the genome is written in the same order, and is
 the same, whichever process parsed a file.
