@@ -394,20 +394,20 @@ class Genome:
             ),
         )
         rowid = int(cur.lastrowid)
-        _, tags_text, path_text = self.fts_values("", tags, gene.source_path)
-        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
-                   (rowid, form.fts_body, tags_text, path_text))
+        self._fts_insert(tx, rowid, gene.content, tags, gene.source_path, body=form.fts_body)
         result.added += 1
         return rowid
 
     @staticmethod
-    def fts_values(content: str | bytes, tags: str, path: str | None) -> tuple[str, str, str]:
-        return (fts_text.body_text(unpack_text(content)), fts_text.tags_text(tags.split("\n") if tags else []),
-                fts_text.path_text(path))
+    def fts_values(content: str | bytes, tags: str, path: str | None, body: str | None = None) -> tuple[str, str, str]:
+        """The full-text row; `body` when the stored form already holds it (computed by a parse worker)."""
+        return (body if body is not None else fts_text.body_text(unpack_text(content)),
+                fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
 
-    def _fts_insert(self, tx: "_Tx", rowid: int, content: str, tags: str, path: str | None) -> None:
+    def _fts_insert(self, tx: "_Tx", rowid: int, content: str, tags: str, path: str | None,
+                    body: str | None = None) -> None:
         tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
-                   (rowid, *self.fts_values(content, tags, path)))
+                   (rowid, *self.fts_values(content, tags, path, body)))
 
     def _fts_delete(self, tx: "_Tx", rowid: int) -> None:
         row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
