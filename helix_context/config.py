@@ -59,8 +59,9 @@ class IngestSettings:
 @dataclass(frozen=True)
 class EmbeddingSettings:
     enabled: bool = True
-    batch_size: int = 8  # measured: smaller batches pad less and run faster on 2 cores
-    max_tokens: int = 128  # each gene is embedded from its first N word pieces
+    batch_size: int = 8  # texts per model call; one call per core runs at a time (8-16 measured fastest)
+    max_tokens: int = 128  # prose, config and logs: each gene is embedded from its first N word pieces
+    code_max_tokens: int = 32  # code: N word pieces of a digest (names, comments, then code); see embed_text.py
     model_dir: str = ""  # empty: HELIX_HOME/models
 
 
@@ -182,7 +183,12 @@ class Attribution:
     agent: str
 
 
-_MINIMUMS: dict[tuple[str, str], int] = {("ingest", "workers"): 0}
+_MINIMUMS: dict[tuple[str, str], int] = {
+    ("ingest", "workers"): 0,
+    ("embedding", "batch_size"): 1,
+    ("embedding", "max_tokens"): 2,  # [CLS] and [SEP]
+    ("embedding", "code_max_tokens"): 2,
+}
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("retrieval", "fusion"): ("weighted", "rrf"),

@@ -96,7 +96,8 @@ class HelixContextManager:
             return None, "off", "disabled in helix.toml ([embedding] enabled = false)"
         from helix_context.ingest.embed import Embedder
 
-        embedder = Embedder.load(self.settings.models_dir, max_tokens=cfg.max_tokens, batch_size=cfg.batch_size)
+        embedder = Embedder.load(self.settings.models_dir, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
+                                 batch_size=cfg.batch_size)
         return embedder, "active", embedder.model_name
 
     def _load_tagger(self) -> tuple[Tagger, str, str]:
@@ -223,6 +224,7 @@ class HelixContextManager:
 
     def kv_backfill(self) -> dict[str, Any]:
         """Re-extract key=value facts for every stored gene; embed genes stored without a vector."""
+        from helix_context.ingest.embed_text import embedding_text, embedding_tokens
         from helix_context.ingest.facts import extract_facts
 
         updates = []
@@ -235,9 +237,11 @@ class HelixContextManager:
         embedded = 0
         embedder = self.embedder
         if embedder is not None:
+            cfg = self.settings.embedding
             while batch := self.genome.genes_missing_embeddings(256):
-                vectors = embedder.embed([content for _, content in batch])
-                self.genome.set_embeddings([(rowid, vec) for (rowid, _), vec in zip(batch, vectors)])
+                vectors = embedder.embed([embedding_text(g) for g in batch],
+                                         [embedding_tokens(g, cfg) for g in batch])
+                self.genome.set_embeddings([(g.rowid, vec) for g, vec in zip(batch, vectors) if g.rowid is not None])
                 embedded += len(batch)
         return {"genes_with_new_facts": len(updates), "genes_embedded": embedded}
 
@@ -386,4 +390,6 @@ class HelixContextManager:
     def close(self) -> None:
         if self._parse_pool is not None:
             self._parse_pool.close()
+        if self.embedder_part.loaded and self.embedder is not None:
+            self.embedder.close()
         self.genome.close()

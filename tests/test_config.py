@@ -41,6 +41,20 @@ def test_wrong_type_names_key_and_file(tmp_path: Path) -> None:
     assert "[server] port" in str(err.value) and str(cfg) in str(err.value)
 
 
+@pytest.mark.parametrize(("section", "key", "value", "low"), [
+    ("ingest", "workers", -1, 0),
+    ("embedding", "batch_size", 0, 1),
+    ("embedding", "max_tokens", 1, 2),
+    ("embedding", "code_max_tokens", 0, 2),
+])
+def test_values_below_their_minimum_name_key_file_and_minimum(tmp_path: Path, section: str, key: str, value: int,
+                                                              low: int) -> None:
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text(f"[{section}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match=rf"\[{section}\] {key} in .*helix.toml must be at least {low}"):
+        load_config(cfg, env={})
+
+
 def test_unknown_section_and_bad_choice(tmp_path: Path) -> None:
     cfg = tmp_path / "helix.toml"
     cfg.write_text("[sever]\nport = 1\n")

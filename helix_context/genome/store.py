@@ -549,9 +549,11 @@ class Genome:
                 f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL", batch))
         return found
 
-    def genes_missing_embeddings(self, limit: int = 1000) -> list[tuple[int, str]]:
-        return [(r[0], unpack_text(r[1])) for r in self.conn.execute(
-            "SELECT id, content FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
+    def genes_missing_embeddings(self, limit: int = 1000) -> list[Gene]:
+        rowids = [r[0] for r in self.conn.execute(
+            "SELECT id FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
+        found = self.genes_by_rowid(rowids)
+        return [found[r] for r in rowids if r in found]
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:

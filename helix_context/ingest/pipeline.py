@@ -7,7 +7,8 @@ the incremental logic:
   * otherwise the file's genes are replaced in one transaction;
   * a file gone from a folder that was walked completely → its genes retire.
 Embedding runs in batches across files (the model is much faster per chunk in
-batches), then each file is written in its own transaction.
+batches) on a background thread, while the caller parses the next batch; the
+batches are written in order, one transaction each.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +29,8 @@ from helix_context.config import Settings
 from helix_context.genome.store import FileRecord, Genome, GenomeError, SourceWrite
 from helix_context.genome.stored_form import StoredForm
 from helix_context.ingest.detect import is_binary
-from helix_context.ingest.genes import TaggerLike, embedding_text, make_genes
+from helix_context.ingest.embed_text import embedding_text, embedding_tokens
+from helix_context.ingest.genes import TaggerLike, make_genes
 from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
 from helix_context.models import Gene, Provenance
@@ -34,7 +38,7 @@ from helix_context.models import Gene, Provenance
 log = logging.getLogger("helix.ingest")
 
 class EmbedderLike(Protocol):
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed(self, texts: Sequence[str], max_tokens: Sequence[int] | None = None) -> np.ndarray: ...
 
 
 @dataclass
@@ -123,17 +127,10 @@ class Ingestor:
         """Many API texts, embedded in batches across texts (evaluations, imports, session notes)."""
         started = time.perf_counter()
         report = IngestReport(embedded=self.embedder is not None)
-        pending: list[_Prepared] = []
-        pending_chunks = 0
-        batch_target = max(64, self.settings.embedding.batch_size * 4)
-        for text, content_type, metadata in items:
-            report.files_seen += 1
-            pending.append(self._prepare_text(text, content_type, metadata))
-            pending_chunks += len(pending[-1].genes)
-            if pending_chunks >= batch_target:
-                self._flush(pending, report)
-                pending, pending_chunks = [], 0
-        self._flush(pending, report)
+        with _Batches(self, report) as batches:
+            for text, content_type, metadata in items:
+                report.files_seen += 1
+                batches.add(self._prepare_text(text, content_type, metadata))
         report.seconds = time.perf_counter() - started
         return report
 
@@ -202,24 +199,17 @@ class Ingestor:
 
     def _ingest_entries(self, entries: list[FileEntry], known: dict[str, FileRecord], project: str | None,
                         progress: Callable[[int, int, str], None] | None, report: IngestReport) -> None:
-        pending: list[_Prepared] = []
-        pending_chunks = 0
-        batch_target = max(64, self.settings.embedding.batch_size * 4)
         jobs = self._changed_files(entries, known, project, progress, report)
-        # With embeddings on, the model's threads keep every core busy and parsing is ~5 % of the time:
-        # workers would only take cores from it.
+        # With embeddings on, the model's threads keep every core busy and parsing in this process
+        # overlaps them: workers would only take cores from the model.
         pool = self.parse_pool if self.embedder is None else None
-        for job, parsed in Scheduler(pool, self.settings, self.tagger).run(jobs):
-            if isinstance(parsed, BaseException):
-                report.skip(job.path, f"could not be parsed ({type(parsed).__name__}: {parsed})")
-                continue
-            record, size = job.payload
-            pending.append(_Prepared(record, job.path, parsed.genes, parsed.forms, size))
-            pending_chunks += len(parsed.genes)
-            if pending_chunks >= batch_target:
-                self._flush(pending, report)
-                pending, pending_chunks = [], 0
-        self._flush(pending, report)
+        with _Batches(self, report) as batches:
+            for job, parsed in Scheduler(pool, self.settings, self.tagger).run(jobs):
+                if isinstance(parsed, BaseException):
+                    report.skip(job.path, f"could not be parsed ({type(parsed).__name__}: {parsed})")
+                    continue
+                record, size = job.payload
+                batches.add(_Prepared(record, job.path, parsed.genes, parsed.forms, size))
 
     def _changed_files(self, entries: list[FileEntry], known: dict[str, FileRecord], project: str | None,
                        progress: Callable[[int, int, str], None] | None, report: IngestReport
@@ -276,11 +266,8 @@ class Ingestor:
                           source_mtime=entry.mtime_ns / 1e9, source_hash=content_hash)
         return ParseJob(key, text, record.project, prov, payload=(record, len(data)))
 
-    def _flush(self, pending: list[_Prepared], report: IngestReport) -> None:
-        """Embed the batch, then write it: one transaction, one savepoint per file."""
-        if not pending:
-            return
-        vectors = self._vectors(pending)
+    def _write(self, pending: list[_Prepared], vectors: list[np.ndarray | None], report: IngestReport) -> None:
+        """Write one batch of files in one transaction (file by file if that fails)."""
         writes: list[SourceWrite] = []
         offset = 0
         for item in pending:
@@ -311,8 +298,66 @@ class Ingestor:
                 first.setdefault(gene.gene_id, gene)
         try:
             if first:
-                by_id = dict(zip(first, self.embedder.embed([embedding_text(g) for g in first.values()])))
+                cfg = self.settings.embedding
+                matrix = self.embedder.embed([embedding_text(g) for g in first.values()],
+                                             [embedding_tokens(g, cfg) for g in first.values()])
+                by_id = dict(zip(first, matrix))
                 vectors = [by_id.get(g.gene_id) for g in genes]
         except Exception as exc:  # the dense signal is optional: store genes without vectors
             log.warning("embedding failed (%s); genes stored without vectors", exc)
         return vectors
+
+
+class _Batches:
+    """Parsed files on their way to the genome, gathered into batches of about 64 genes.
+
+    With an embedder, each batch is embedded on a background thread while the
+    caller parses the next one (the model runs outside the GIL), and written
+    once its vectors are ready; batches are written in the order they came.
+    Leaving the block early (an error, Ctrl-C) writes nothing more: what was
+    written stays, and the next ingest redoes the rest.
+    """
+
+    def __init__(self, ingestor: Ingestor, report: IngestReport) -> None:
+        self._ingestor = ingestor
+        self._report = report
+        self._target = max(64, ingestor.settings.embedding.batch_size * 4)
+        self._pending: list[_Prepared] = []
+        self._genes = 0
+        self._embedding: deque[tuple[list[_Prepared], Future[list[np.ndarray | None]]]] = deque()
+        self._executor = (ThreadPoolExecutor(1, thread_name_prefix="helix-ingest-embed")
+                          if ingestor.embedder is not None else None)
+
+    def __enter__(self) -> _Batches:
+        return self
+
+    def add(self, item: _Prepared) -> None:
+        self._pending.append(item)
+        self._genes += len(item.genes)
+        if self._genes >= self._target:
+            self._send()
+
+    def _send(self) -> None:
+        batch, self._pending, self._genes = self._pending, [], 0
+        if not batch:
+            return
+        if self._executor is None:
+            self._ingestor._write(batch, [None] * sum(len(p.genes) for p in batch), self._report)
+            return
+        self._embedding.append((batch, self._executor.submit(self._ingestor._vectors, batch)))
+        while len(self._embedding) > 1:
+            self._write_oldest()
+
+    def _write_oldest(self) -> None:
+        batch, future = self._embedding.popleft()
+        self._ingestor._write(batch, future.result(), self._report)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if exc_type is None:
+                self._send()
+                while self._embedding:
+                    self._write_oldest()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True, cancel_futures=True)

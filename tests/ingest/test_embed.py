@@ -135,6 +135,49 @@ def test_text_is_truncated_to_max_tokens(fp32_model_bytes: bytes) -> None:
     assert Embedder.from_onnx(fp32_model_bytes, max_tokens=10_000).max_tokens == 256
 
 
+def test_each_text_can_have_its_own_word_piece_limit(fp32_model_bytes: bytes) -> None:
+    emb = Embedder.from_onnx(fp32_model_bytes, max_tokens=64)
+    eight = Embedder.from_onnx(fp32_model_bytes, max_tokens=8)
+    text = "the quick brown fox jumps over the lazy dog and runs far away into the woods " * 3
+    short, full, capped = emb.embed([text, text, text], [8, 64, 10_000])
+    assert np.allclose(short, eight.embed_query(text), atol=1e-5)
+    assert np.allclose(full, emb.embed_query(text), atol=1e-5)
+    assert np.allclose(capped, full, atol=1e-6)  # never more than the embedder's own max_tokens
+    assert not np.allclose(short, full, atol=1e-3)
+    with pytest.raises(ValueError, match="2 entries for 3 texts"):
+        emb.embed([text, text, text], [8, 64])
+
+
+def test_cutting_long_texts_before_tokenising_never_changes_what_the_model_reads(
+        fp32_model_bytes: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Long texts are cut to a few characters per kept word piece before tokenising (the
+    # tokenizer was a large share of ingest time); the vectors must be those of the whole text.
+    texts = [
+        "def handler(request):\n    return route(request.path.strip('/'))\n" * 40,
+        "Plain prose about retrieval and ranking, with commas, quotes 'here' and dashes - " * 40,
+        "token=" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 60 + " tail words after a long run",
+        "\t".join(["tab separated", "columns"] * 200),
+        "数据检索与排序 " * 200,
+        "short text",
+    ]
+    limits = [8, 32, 64, 16, 32, 64]
+    emb = Embedder.from_onnx(fp32_model_bytes, max_tokens=64, batch_size=2)
+    cut = emb.embed(texts, limits)
+    monkeypatch.setattr(embed, "_CHARS_PER_PIECE", 10**9)  # tokenise every text whole
+    whole = emb.embed(texts, limits)
+    assert np.array_equal(cut, whole)
+
+
+def test_parallel_batches_give_the_same_vectors_as_one_at_a_time(fp32_model_bytes: bytes) -> None:
+    texts = [f"gene number {i} talks about {'cache ' * (i % 7)}eviction" for i in range(40)]
+    serial = Embedder.from_onnx(fp32_model_bytes, max_tokens=64, batch_size=4, threads=1).embed(texts)
+    parallel = Embedder.from_onnx(fp32_model_bytes, max_tokens=64, batch_size=4, threads=3)
+    try:
+        assert np.array_equal(parallel.embed(texts), serial)
+    finally:
+        parallel.close()
+
+
 # -- the graph is right --------------------------------------------------------
 
 

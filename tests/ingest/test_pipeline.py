@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helix_context import HelixContextManager, load_config
@@ -190,3 +191,47 @@ def test_kill_9_mid_ingest_leaves_a_consistent_genome_the_next_run_completes(tmp
     helix.close()
     if not killed:
         pytest.skip("the ingest finished before it could be killed (machine too fast); consistency still checked")
+
+
+def _topic_tree(root: Path, files: int) -> Path:
+    root.mkdir(parents=True)
+    topics = ["cache eviction", "invoice totals", "socket retries", "thumbnail resizing", "token refresh",
+              "queue draining", "csv export", "audit trail", "rate limiting", "email digests"]
+    for i in range(files):
+        topic = topics[i % len(topics)]
+        name = topic.replace(" ", "_")
+        body = "\n\n".join(
+            f'def {name}_step_{j}_{i}(value):\n    """Handle {topic}, stage {j} of module {i}."""\n'
+            f"    # {topic}: keep stage {j} separate\n"
+            + "".join(f"    value = value + {k} * {j + i}  # {topic} adjustment {k}\n" for k in range(14))
+            + "    return value\n" for j in range(4))
+        (root / f"{name}_{i}.py").write_text(body)
+    return root
+
+
+def test_ingest_with_embeddings_stores_each_gene_the_vector_of_its_own_text(tmp_path: Path,
+                                                                          helix: HelixContextManager) -> None:
+    from helix_context.ingest.embed_text import embedding_text, embedding_tokens
+
+    if helix.embedder is None:
+        pytest.skip(f"embeddings unavailable: {helix.embedder_part.detail}")
+    root = _topic_tree(tmp_path / "repo", 40)  # well over one batch: embedding overlaps parsing
+    report = helix.ingest_path(root)
+    assert report.files_ingested == 40 and report.embedded
+    genes = list(helix.genome.iter_genes())
+    assert len(genes) > 100
+
+    def check() -> None:
+        cfg = helix.settings.embedding
+        expected = helix.embedder.embed([embedding_text(g) for g in genes], [embedding_tokens(g, cfg) for g in genes])
+        stored = np.stack([helix.genome.embedding_of(g.rowid) for g in genes])
+        cosine = (stored * expected).sum(1) / np.linalg.norm(stored, axis=1)
+        assert cosine.min() > 0.98  # int8 storage and per-batch quantisation move vectors a little
+        # and no vector landed on another gene: each stored vector is closest to its own gene's text
+        assert (np.argmax(stored @ expected.T, axis=1) == np.arange(len(genes))).mean() > 0.95
+
+    check()
+    # genes stored without a vector (dense signal off at the time) get the same text's vector later
+    helix.genome.conn.execute("UPDATE genes SET embedding = NULL WHERE id % 2 = 0")
+    assert helix.kv_backfill()["genes_embedded"] == sum(1 for g in genes if g.rowid % 2 == 0)
+    check()

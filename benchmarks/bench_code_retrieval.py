@@ -1,0 +1,210 @@
+"""Code retrieval quality on the bench_ingest corpus: what the code digest costs and buys.
+
+    python benchmarks/bench_code_retrieval.py [--json OUT]
+
+Ingests the standard-library packages of bench_ingest.py with embeddings, then
+asks 66 hand-written questions in plain words ("rotate log files when they
+reach a certain size"), each judged relevant to the gene that holds the named
+function or class (found with `ast` in the installed standard library). Prints
+nDCG@10 of the hybrid ranking (what /context uses) and of the dense signal
+alone, with each code gene embedded three ways in the same run:
+
+* the digest (helix_context/ingest/embed_text.py): names as words, comments,
+  then code, capped at [embedding] code_max_tokens word pieces (the default);
+* the baseline: the gene's own text under its path, first 128 word pieces
+  (what every gene got before the digest; about 4x the model's work);
+* the same text cut to the digest's cap;
+
+and lexical signals only (no dense vector) as the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import os
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _results import write_results
+from bench_ingest import corpus
+from bench_retrieval import ndcg_at
+
+# (question, file under the standard library, qualified names that answer it)
+QUERIES = [
+ ("serialize a Python object to a JSON formatted string with indentation", "json/__init__.py", ["dumps"]),
+ ("deserialize JSON text read from a file object", "json/__init__.py", ["load"]),
+ ("escape non-ASCII characters when encoding JSON strings", "json/encoder.py", ["py_encode_basestring_ascii"]),
+ ("error raised when JSON text cannot be decoded, with line and column", "json/decoder.py", ["JSONDecodeError"]),
+ ("decode a JSON document followed by extra data and return where it ended", "json/decoder.py", ["JSONDecoder.raw_decode"]),
+ ("detect whether JSON bytes are utf-8, utf-16 or utf-32", "json/__init__.py", ["detect_encoding"]),
+ ("parse an RFC 2822 date header into a datetime object", "email/utils.py", ["parsedate_to_datetime"]),
+ ("format a timestamp as an email Date header", "email/utils.py", ["formatdate"]),
+ ("split a To header into a list of real names and addresses", "email/utils.py", ["getaddresses"]),
+ ("attach a file to an email message", "email/message.py", ["MIMEPart.add_attachment"]),
+ ("iterate over all the parts of a multipart message tree", "email/iterators.py", ["walk"]),
+ ("decode a MIME encoded-word header like =?utf-8?q?", "email/header.py", ["decode_header"]),
+ ("quoted-printable encoding of a message body", "email/quoprimime.py", ["body_encode"]),
+ ("generate a unique Message-ID header value", "email/utils.py", ["make_msgid"]),
+ ("parse an email message from a bytes object", "email/__init__.py", ["message_from_bytes"]),
+ ("parser that is fed a message incrementally in chunks", "email/feedparser.py", ["FeedParser"]),
+ ("send an HTTP request with headers and a body on a persistent connection", "http/client.py", ["HTTPConnection.request"]),
+ ("read a chunked transfer-encoded response body", "http/client.py", ["HTTPResponse._read_chunked", "HTTPResponse._get_chunk_left"]),
+ ("serve files from the current directory over HTTP", "http/server.py", ["SimpleHTTPRequestHandler"]),
+ ("parse a Set-Cookie header string into morsels", "http/cookies.py", ["BaseCookie.load", "BaseCookie.__parse_string"]),
+ ("store cookies from responses and send them back on later requests", "http/cookiejar.py", ["CookieJar.extract_cookies", "CookieJar.add_cookie_header"]),
+ ("enumeration of HTTP status codes and reason phrases", "http/__init__.py", ["HTTPStatus"]),
+ ("run a CGI script for a web request", "http/server.py", ["CGIHTTPRequestHandler.run_cgi"]),
+ ("parse the request line and headers of an incoming HTTP request", "http/server.py", ["BaseHTTPRequestHandler.parse_request"]),
+ ("load cookies from a Netscape cookies.txt file", "http/cookiejar.py", ["MozillaCookieJar._really_load"]),
+ ("percent-encode a string for use in a URL", "urllib/parse.py", ["quote", "quote_from_bytes"]),
+ ("encode a dict of query parameters into a query string", "urllib/parse.py", ["urlencode"]),
+ ("split a URL into scheme, host, path, query and fragment", "urllib/parse.py", ["urlsplit", "urlparse"]),
+ ("resolve a relative link against a base URL", "urllib/parse.py", ["urljoin"]),
+ ("check robots.txt to see whether a crawler may fetch a page", "urllib/robotparser.py", ["RobotFileParser.can_fetch"]),
+ ("follow HTTP redirects when opening a URL", "urllib/request.py", ["HTTPRedirectHandler.redirect_request", "HTTPRedirectHandler.http_error_302"]),
+ ("use proxy servers configured in environment variables", "urllib/request.py", ["getproxies_environment"]),
+ ("HTTP basic authentication with a username and password", "urllib/request.py", ["HTTPBasicAuthHandler", "AbstractBasicAuthHandler.http_error_auth_reqed"]),
+ ("download a URL to a local file", "urllib/request.py", ["urlretrieve"]),
+ ("rotate log files when they reach a certain size", "logging/handlers.py", ["RotatingFileHandler", "RotatingFileHandler.shouldRollover", "RotatingFileHandler.doRollover"]),
+ ("start a new log file at midnight or at a timed interval", "logging/handlers.py", ["TimedRotatingFileHandler", "TimedRotatingFileHandler.computeRollover"]),
+ ("configure logging from a dictionary", "logging/config.py", ["dictConfig", "DictConfigurator.configure"]),
+ ("send log records over a network socket", "logging/handlers.py", ["SocketHandler"]),
+ ("format the creation time of a log record", "logging/__init__.py", ["Formatter.formatTime"]),
+ ("quick one-call setup of the root logger", "logging/__init__.py", ["basicConfig"]),
+ ("buffer log records in memory and flush them to another handler", "logging/handlers.py", ["MemoryHandler", "BufferingHandler"]),
+ ("send log messages by email", "logging/handlers.py", ["SMTPHandler"]),
+ ("log from several threads through a queue and a listener", "logging/handlers.py", ["QueueHandler", "QueueListener"]),
+ ("cancel an awaitable if it does not finish within a timeout", "asyncio/tasks.py", ["wait_for"]),
+ ("run several coroutines concurrently and collect their results", "asyncio/tasks.py", ["gather"]),
+ ("start a TCP server that handles each client with a coroutine", "asyncio/streams.py", ["start_server"]),
+ ("limit how many coroutines use a resource at the same time", "asyncio/locks.py", ["Semaphore", "BoundedSemaphore"]),
+ ("run a blocking function in a thread from async code", "asyncio/threads.py", ["to_thread"]),
+ ("spawn a subprocess and read its output asynchronously", "asyncio/subprocess.py", ["create_subprocess_exec"]),
+ ("producer consumer queue for coroutines", "asyncio/queues.py", ["Queue"]),
+ ("schedule a callback to run after a delay on the event loop", "asyncio/base_events.py", ["BaseEventLoop.call_later", "BaseEventLoop.call_at"]),
+ ("wait for a group of tasks and cancel the others when one fails", "asyncio/taskgroups.py", ["TaskGroup", "TaskGroup.__aexit__"]),
+ ("parse an XML file into an element tree", "xml/etree/ElementTree.py", ["parse", "ElementTree.parse"]),
+ ("find elements with a limited XPath expression", "xml/etree/ElementPath.py", ["find", "iterfind", "findall"]),
+ ("pretty-print XML with indentation", "xml/etree/ElementTree.py", ["indent"]),
+ ("SAX handler that receives start and end element events", "xml/sax/handler.py", ["ContentHandler"]),
+ ("escape ampersands and angle brackets in XML text", "xml/sax/saxutils.py", ["escape"]),
+ ("parse XML incrementally and get events while reading", "xml/etree/ElementTree.py", ["iterparse", "XMLPullParser"]),
+ ("import a module given its dotted name", "importlib/__init__.py", ["import_module"]),
+ ("reload a module that was already imported", "importlib/__init__.py", ["reload"]),
+ ("get the version string of an installed distribution", "importlib/metadata/__init__.py", ["version", "Distribution.version"]),
+ ("list the entry points of installed packages", "importlib/metadata/__init__.py", ["entry_points"]),
+ ("load a module lazily on first attribute access", "importlib/util.py", ["LazyLoader"]),
+ ("create a module spec from a file path", "importlib/_bootstrap_external.py", ["spec_from_file_location"]),
+ ("read a data file shipped inside a package", "importlib/resources/_legacy.py", ["read_text", "open_text"]),
+ ("compute the cached bytecode path for a source file", "importlib/_bootstrap_external.py", ["cache_from_source"]),
+]
+
+
+def definition_lines(relpath: str) -> dict[str, int]:
+    """Qualified name -> first line (decorators included) of each def / class in a stdlib file."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    tree = ast.parse((stdlib / relpath).read_text(encoding="utf-8"))
+    found: dict[str, int] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + node.name
+                found[name] = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, name + ".")
+
+    walk(tree.body, "")
+    return found
+
+
+def judgements(genes: dict) -> list[tuple[str, dict[str, int]]]:
+    out = []
+    for question, relpath, names in QUERIES:
+        lines = definition_lines(relpath)
+        rels = {str(rowid): 1 for rowid, gene in genes.items()
+                if (gene.source_path or "").replace("\\", "/").endswith("/" + relpath)
+                and any(gene.start_line <= lines[n] <= gene.end_line for n in names)}
+        if not rels:
+            raise SystemExit(f"no gene holds {names} of {relpath}: has the chunker changed?")
+        out.append((question, rels))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    models = os.environ.get("HELIX_EMBEDDING_MODEL_DIR") or str(Path.home() / ".cache" / "helix-bench-models")
+    os.environ["HELIX_EMBEDDING_MODEL_DIR"] = models
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HELIX_HOME"] = tmp
+        from helix_context.config import load_config
+        from helix_context.ingest.embed_text import embedding_text, embedding_tokens
+        from helix_context.manager import HelixContextManager
+        from helix_context.retrieve.retriever import Retriever
+
+        settings = load_config()
+        helix = HelixContextManager(settings)
+        embedder = helix.embedder
+        if embedder is None:
+            raise SystemExit(f"embeddings unavailable: {helix.embedder_part.detail}")
+        helix.ingest_path(corpus())
+        genome = helix.genome
+        rows = [r for (r,) in genome.conn.execute("SELECT id FROM genes WHERE retired_at IS NULL ORDER BY id")]
+        genes = genome.genes_by_rowid(rows)
+        judged = judgements(genes)
+        query_vectors = embedder.embed([q for q, _ in judged])
+        cfg = settings.embedding
+
+        def score(label: str, dense: bool = True) -> dict:
+            retriever = Retriever(genome, settings if dense else settings.replace(retrieval={"weight_dense": 0.0}),
+                                  embedder_part=helix.embedder_part)
+            hybrid = [ndcg_at([str(it.gene.rowid) for it in retriever.retrieve(q, max_genes=10, gate=False).items],
+                              rels) for q, rels in judged]
+            result = {"label": label, "hybrid_ndcg10": round(float(np.mean(hybrid)), 3)}
+            if dense:
+                index = genome.dense_index()
+                sims = query_vectors @ index.matrix.T
+                ranked = [[str(index.rowids[i]) for i in np.argsort(-row)[:10]] for row in sims]
+                result["dense_ndcg10"] = round(float(np.mean([ndcg_at(r, rels) for r, (_, rels) in zip(ranked, judged)])), 3)
+            return result
+
+        def reembed(texts: list[str], limit: int) -> float:
+            started = time.perf_counter()
+            vectors = embedder.embed(texts, [limit] * len(texts))
+            seconds = time.perf_counter() - started
+            genome.set_embeddings(list(zip(rows, vectors)))
+            return seconds
+
+        as_text = [embedding_text(dataclasses.replace(genes[r], content_type="text")) for r in rows]
+        results = {"genes": len(rows), "queries": len(judged)}
+        digest_s = reembed([embedding_text(genes[r]) for r in rows], embedding_tokens(genes[rows[0]], cfg))
+        results["digest"] = {**score(f"digest, {cfg.code_max_tokens} pieces"), "embed_s": round(digest_s, 2)}
+        raw_s = reembed(as_text, 128)
+        results["raw_128"] = {**score("own text, 128 pieces (baseline)"), "embed_s": round(raw_s, 2)}
+        cut_s = reembed(as_text, cfg.code_max_tokens)
+        results["raw_cut"] = {**score(f"own text, {cfg.code_max_tokens} pieces"), "embed_s": round(cut_s, 2)}
+        results["lexical"] = score("lexical signals only", dense=False)
+        helix.close()
+
+    print(f"{results['queries']} questions over {results['genes']} genes", file=sys.stderr)
+    print(f"{'code genes embedded from':<34}{'hybrid nDCG@10':>16}{'dense nDCG@10':>15}{'embed s':>9}")
+    for key in ("digest", "raw_128", "raw_cut", "lexical"):
+        r = results[key]
+        dense = f"{r['dense_ndcg10']:.3f}" if "dense_ndcg10" in r else "-"
+        secs = f"{r['embed_s']:.2f}" if "embed_s" in r else "-"
+        print(f"{r['label']:<34}{r['hybrid_ndcg10']:>16.3f}{dense:>15}{secs:>9}")
+    write_results(args.json, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
