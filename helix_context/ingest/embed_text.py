@@ -59,7 +59,7 @@ def _where(gene: Gene) -> str:
     """The file's folder and stem as words: ``email/_header_value_parser.py`` → ``email header value parser``."""
     if not gene.source_path:
         return ""
-    parts = gene.source_path.replace("\\", "/").rstrip("/").split("/")[-2:]
+    parts = _path_tail(gene.source_path).split("/")
     parts[-1] = parts[-1].rsplit(".", 1)[0] if "." in parts[-1].lstrip(".") else parts[-1]
     return " ".join(_words(p) for p in parts)
 

@@ -27,16 +27,6 @@ def gene_id_for(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def embedding_text(gene: Gene) -> str:
-    """What the embedder sees: where the gene lives and what it is named, then its text."""
-    head = []
-    if gene.source_path:
-        head.append("/".join(gene.source_path.replace("\\", "/").rstrip("/").split("/")[-2:]))
-    if gene.symbol:
-        head.append(gene.symbol)
-    return (" | ".join(head) + "\n" + gene.content) if head else gene.content
-
-
 def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path: str | None,
                content_type: str | None, language: str | None = None, project: str | None,
                provenance: Provenance) -> list[Gene]:
