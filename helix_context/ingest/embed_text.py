@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from helix_context.config import EmbeddingSettings
+from helix_context.genome.fts_text import split_identifier
 from helix_context.models import Gene
 
 # comment syntax by language family; Python and Julia docstrings count as comments
@@ -46,13 +47,13 @@ _DEFINED = re.compile(
     r"^[ \t]*(?:(?:export|pub|public|private|protected|static|async|abstract|final|default)[ \t]+)*"
     r"(?:def|class|function|func|fn|interface|struct|enum|trait|impl|module|type)[ \t]+([A-Za-z_]\w*)",
     re.MULTILINE)
-_WORD_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|_+")
 _MAX_NAMES = 6
 _MAX_COMMENT_CHARS = 600  # far more than 32 pieces: the cap is the embedder's, this only bounds the work
 
 
 def _words(identifier: str) -> str:
-    return " ".join(w for w in _WORD_BREAK.split(identifier) if w).lower()
+    """``MIMEPart`` → ``mime part``: the index's own identifier splitter, plain words as they are."""
+    return " ".join(split_identifier(identifier)) or identifier.strip("_").lower()
 
 
 def _where(gene: Gene) -> str:

@@ -125,6 +125,14 @@ def _file_entry(path: Path, root: Path, max_file_bytes: int) -> FileEntry | Skip
     return FileEntry(path, root, st.st_size, st.st_mtime_ns)
 
 
+def _stat(entry: os.DirEntry[str]) -> os.stat_result | str:
+    """The entry's stat through symlinks, or why it cannot be had (the reason a skip reports)."""
+    try:
+        return entry.stat(follow_symlinks=True)
+    except OSError as exc:
+        return "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
+
+
 def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: bool) -> Iterator[FileEntry | Skipped]:
     # explicit stack instead of recursion: deep trees must not hit the recursion limit
     root_spec = rules.load(root)
@@ -160,11 +168,9 @@ def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: 
                     yield Skipped(str(path), "symlink not followed ([ingest] follow_symlinks = false)")
                     continue
             if is_dir:
-                try:
-                    st = entry.stat(follow_symlinks=True)
-                except OSError as exc:
-                    reason = "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
-                    yield Skipped(str(path), reason)
+                st = _stat(entry)
+                if isinstance(st, str):
+                    yield Skipped(str(path), st)
                     continue
                 key = (st.st_dev, st.st_ino)
                 if key in visited:
@@ -173,11 +179,9 @@ def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: 
                 visited.add(key)
                 subdirs.append(path)
                 continue
-            try:
-                st = entry.stat(follow_symlinks=True)
-            except OSError as exc:
-                reason = "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
-                yield Skipped(str(path), reason)
+            st = _stat(entry)
+            if isinstance(st, str):
+                yield Skipped(str(path), st)
                 continue
             if not stat.S_ISREG(st.st_mode):
                 yield Skipped(str(path), "not a regular file")

@@ -202,15 +202,20 @@ async def _read_request(reader):
     return head, await reader.readexactly(length)
 
 
+async def _requests(reader):
+    """Requests on one kept-alive connection, until the client closes it."""
+    while True:
+        try:
+            yield await _read_request(reader)
+        except asyncio.IncompleteReadError:
+            return
+
+
 def test_lean_transport_keeps_connections_alive_and_decodes_bodies():
     from helix_context.proxy import LeanHTTPTransport
 
     async def script(reader, writer, n):
-        while True:
-            try:
-                head, body = await _read_request(reader)
-            except asyncio.IncompleteReadError:
-                return
+        async for head, body in _requests(reader):
             path = head.split(b" ")[1]
             if path == b"/len":
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Echo: " + str(len(body)).encode()
@@ -285,11 +290,7 @@ def test_lean_transport_raw_face_splits_lines_across_reads_and_inflates_gzip():
     from helix_context.lean_http import LeanHTTPTransport, Timeouts
 
     async def script(reader, writer, n):
-        while True:
-            try:
-                head, body = await _read_request(reader)
-            except asyncio.IncompleteReadError:
-                return
+        async for head, body in _requests(reader):
             if head.split(b" ")[1] == b"/lines":  # lines cut mid-way, a \r\n split over two chunks, a lone \r
                 writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
                 for part in (b"data: o", b"ne\r", b"\n\ndata: two\rdata: thr", "ee\u2028\n".encode(), b"tail"):
