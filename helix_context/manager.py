@@ -100,10 +100,13 @@ class HelixContextManager:
                                  batch_size=cfg.batch_size)
         return embedder, "active", embedder.model_name
 
-    def _load_tagger(self) -> tuple[Tagger, str, str]:
+    def _new_tagger(self) -> Tagger:
         from helix_context.ingest.tag import Tagger
 
-        tagger = Tagger(ner_enabled=self.settings.ner.enabled, model=self.settings.ner.model)
+        return Tagger(ner_enabled=self.settings.ner.enabled, model=self.settings.ner.model)
+
+    def _load_tagger(self) -> tuple[Tagger, str, str]:
+        tagger = self._new_tagger()
         status = "active" if tagger.status not in ("off", "rules") else "degraded"
         return tagger, status, tagger.status
 
@@ -132,6 +135,8 @@ class HelixContextManager:
         for part in (self.embedder_part, self.tagger_part, self.compressor_part):
             part.get()
         self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
+        if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
+            self.start_parse_workers()
         self.retriever  # noqa: B018  (builds the dense index cache)
 
     def parts(self) -> dict[str, dict[str, str]]:
@@ -176,8 +181,16 @@ class HelixContextManager:
         if self._parse_pool is None:
             workers = default_workers(self.settings.ingest.workers)
             if workers > 0:
-                self._parse_pool = ParsePool(self.settings, self.tagger, workers)
+                # the workers get the tagger's settings, never its loaded model (see Tagger.__reduce__),
+                # so they can start before the NER model has loaded here
+                self._parse_pool = ParsePool(self.settings, self._new_tagger(), workers)
         return self._parse_pool
+
+    def start_parse_workers(self) -> None:
+        """Start the parse worker processes now: they import the parser (~0.1 s of a core each)
+        while this process loads its models, instead of inside the first large ingest."""
+        if self.parse_pool is not None:
+            self.parse_pool.start()
 
     def ingest(self, text: str, content_type: str | None = None, metadata: dict[str, Any] | None = None,
                *, embed: bool = True) -> IngestReport:
@@ -188,6 +201,8 @@ class HelixContextManager:
     def ingest_path(self, path: str | Path | Sequence[str | Path], *, project: str | None = None, embed: bool = True,
                     progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
         paths = [path] if isinstance(path, (str, Path)) else list(path)
+        if (not embed or self.embedder is None) and any(Path(p).is_dir() for p in paths):
+            self.start_parse_workers()  # a folder: parsed on every core; start before the NER model loads
         report = self.ingestor(embed=embed).ingest_paths(paths, project=project, progress=progress)
         self._after_ingest(report)
         return report

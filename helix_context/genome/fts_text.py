@@ -7,18 +7,47 @@ the split parts of every compound identifier appended. The query side uses
 the same splitter, so both sides agree by construction.
 
 The derivation must be deterministic: the FTS table is contentless and a row
-can only be deleted by replaying exactly the text that was indexed.
+can only be deleted by replaying exactly the text that was indexed. Change it,
+and bump schema.FTS_VERSION: the store then rebuilds the index on open.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
+from collections import Counter, OrderedDict
+from itertools import chain
 
-IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# words and dotted names (`os.path.join`, `$scope`): the one scan of a chunk's words
+_TOKEN_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z0-9]+|[A-Z]+")
 _PATH_SPLIT_RE = re.compile(r"[\\/._\-\s]+")
 _FTS_TOKEN_RE = re.compile(r"[^\W]+", re.UNICODE)  # mirrors unicode61 with '_' as a token char
+
+_SCANS: OrderedDict[str, Counter[str]] = OrderedDict()
+_SCANS_KEPT = 256  # more than the chunks of all but the largest files
+_SCANS_LOCK = threading.Lock()
+
+
+def token_counts(text: str) -> Counter[str]:
+    """Each word and dotted name in `text` with its count, in first-seen order (do not modify).
+
+    The tagger and the full-text body both start from this scan, which costs as much
+    as the rest of either; the last few texts' scans are kept, so each chunk is scanned
+    once whichever of the two asks first.
+    """
+    with _SCANS_LOCK:
+        hit = _SCANS.get(text)
+        if hit is not None:
+            _SCANS.move_to_end(text)
+            return hit
+    counts = Counter(_TOKEN_RE.findall(text))
+    with _SCANS_LOCK:
+        _SCANS[text] = counts
+        if len(_SCANS) > _SCANS_KEPT:
+            _SCANS.popitem(last=False)
+    return counts
 
 
 def split_identifier(name: str) -> list[str]:
@@ -42,15 +71,35 @@ def is_compound(name: str) -> bool:
     return len(_split_cached(name)) >= 2
 
 
+class _WordParts(dict[str, tuple[str, ...]]):
+    """Word or dotted name → the split parts of its compound identifiers, filled on first sight.
+
+    Looked up through ``map(parts.__getitem__, words)``, so a word seen before costs
+    a C-level dict hit and only a new spelling runs Python. Emptied when it grows
+    past ``limit`` words, so a long-lived server does not keep every word it met.
+    """
+
+    limit = 400_000
+
+    def __missing__(self, word: str) -> tuple[str, ...]:
+        if len(self) >= self.limit:
+            self.clear()
+        if "." in word:
+            parts = tuple(chain.from_iterable(map(self.__getitem__, word.split("."))))
+        elif "_" in word.strip("_") or not (word.islower() or word.isupper()):
+            parts = _split_cached(word)
+        else:
+            parts = ()
+        self[word] = parts
+        return parts
+
+
+_WORD_PARTS = _WordParts()
+
+
 def identifier_parts(text: str) -> list[str]:
     """Unique split parts of all compound identifiers in `text`, in first-seen order."""
-    seen: dict[str, None] = {}
-    # split each distinct word once: source code repeats its identifiers many times
-    for word in dict.fromkeys(IDENT_RE.findall(text)):
-        if "_" in word.strip("_") or (not word.islower() and not word.isupper()):
-            for part in _split_cached(word):
-                seen.setdefault(part, None)
-    return list(seen)
+    return list(dict.fromkeys(chain.from_iterable(map(_WORD_PARTS.__getitem__, token_counts(text)))))
 
 
 def body_text(content: str) -> str:

@@ -8,9 +8,10 @@ by a newer Helix and is refused before anything touches it.
 from __future__ import annotations
 
 # FTS text derivation version: bump when fts_text.py changes how text is
-# indexed; the store rebuilds the index (contentless FTS needs the exact old
-# text to delete a row, so the index must match the current derivation).
-FTS_VERSION = 1
+# indexed; the store rebuilds the index on open (contentless FTS needs the exact
+# old text to delete a row, so the index must match the current derivation).
+# 2: identifier parts come from the tagger's word scan (dotted names, `$`).
+FTS_VERSION = 2
 
 V1 = """
 CREATE TABLE meta (

@@ -226,8 +226,34 @@ class Genome:
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('generation', '0')")
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('created_at', ?)", (str(time.time()),))
+            self._match_fts_version()
         except sqlite3.OperationalError as exc:
             raise _friendly(exc, self.path) from None
+
+    def _match_fts_version(self) -> None:
+        """Re-index every live gene when the index was built by another text derivation.
+
+        The full-text table is contentless: a row is deleted by replaying the exact text
+        it was indexed with, so rows derived the old way could never be deleted cleanly.
+        One transaction: an interrupted rebuild leaves the old index, and the next open
+        starts it again.
+        """
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+        if row is not None and row[0] == str(FTS_VERSION):
+            return
+        with self.transaction() as tx:
+            row = tx.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+            if row is not None and row[0] == str(FTS_VERSION):
+                return  # another process rebuilt it while we waited for the write lock
+            live = tx.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NULL").fetchone()[0]
+            log.warning("genome %s: rebuilding the full-text index of %d genes for this version of Helix "
+                        "(once; the genes themselves are unchanged)", self.path, live)
+            tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
+            rows = self.conn.execute("SELECT id, content, tags, source_path FROM genes WHERE retired_at IS NULL")
+            for rowid, content, tags, path in rows:
+                tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
+                           (rowid, *self.fts_values(content, tags, path)))
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
 
     # ── transactions ──
 

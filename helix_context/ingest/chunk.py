@@ -67,6 +67,9 @@ def python_string_lines(text: str) -> bytearray:
     (an unterminated string runs to the end). Remembers the last two texts, so the
     chunker and the fact extractor scan each file once.
     """
+    if '"""' not in text and "'''" not in text and "\\\n" not in text:
+        # only triple quotes and backslash-newlines carry a string over a line break
+        return bytearray(text.count("\n") + 1)
     with _LAYOUT_LOCK:
         hit = _LAYOUT_CACHE.get(text)
         if hit is not None:

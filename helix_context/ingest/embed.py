@@ -652,6 +652,8 @@ class Embedder:
         self.dim = int(session.get_outputs()[0].shape[-1])
         self._input_names = {i.name for i in session.get_inputs()}
         self._sep_id = tokenizer.token_to_id("[SEP]")
+        # tokenizers >= 0.20 can skip the character offsets, which nothing here reads (~10 % faster)
+        self._encode_batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -700,12 +702,15 @@ class Embedder:
 
     # -- encoding -----------------------------------------------------------
 
-    def embed(self, texts: Sequence[str], max_tokens: int | Sequence[int] | None = None) -> np.ndarray:
+    def embed(self, texts: Sequence[str], max_tokens: int | Sequence[int] | None = None, *,
+              spread: bool = True) -> np.ndarray:
         """float32 array (len(texts), 384): mean-pooled over real tokens, L2-normalised.
 
         ``max_tokens``: word pieces (special tokens included) read from each
         text, one number for all or one per text; never more than the
-        embedder's own ``max_tokens``.
+        embedder's own ``max_tokens``. ``spread=False`` runs every batch in the
+        calling thread: for a caller that already makes one call per core
+        (ingest), which saves the hand-offs to the pool and ~10 % of the CPU.
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings; use embed_query() for one")
@@ -727,7 +732,7 @@ class Embedder:
         order = np.argsort(-lengths, kind="stable")
         batches = [order[start:start + self.batch_size] for start in range(0, n, self.batch_size)]
         jobs = [[ids[i] for i in idx] for idx in batches]
-        if len(jobs) == 1 or self.parallel == 1:
+        if len(jobs) == 1 or self.parallel == 1 or not spread:
             results = [self._run_batch(job) for job in jobs]
         else:
             results = list(self._executor().map(self._run_batch, jobs))
@@ -762,11 +767,11 @@ class Embedder:
         tokenised again in full.
         """
         cut = [_cut(text, limit * _CHARS_PER_PIECE) for text, limit in zip(texts, limits)]
-        encodings = self._tokenizer.encode_batch(cut, add_special_tokens=True)
+        encodings = self._encode_batch(cut, add_special_tokens=True)
         ids = [enc.ids for enc in encodings]
         short = [i for i, seq in enumerate(ids) if len(seq) < limits[i] and len(cut[i]) < len(texts[i])]
         if short:
-            for i, enc in zip(short, self._tokenizer.encode_batch([texts[i] for i in short],
+            for i, enc in zip(short, self._encode_batch([texts[i] for i in short],
                                                                   add_special_tokens=True)):
                 ids[i] = enc.ids
         for i, seq in enumerate(ids):

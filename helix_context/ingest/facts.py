@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from itertools import chain
 
 from helix_context.ingest.chunk import python_string_lines
 
@@ -310,12 +311,14 @@ def _facts_config(text: str, language: str, out: _Facts) -> None:
 
 
 def _facts_python(text: str, out: _Facts) -> None:
-    if _PY_ASSIGN.search(text) is None:
+    found = _PY_ASSIGN.finditer(text)
+    first = next(found, None)
+    if first is None:
         return
     mask = python_string_lines(text)
     lines = text.split("\n")
     line_starts: list[int] | None = None
-    for m in _PY_ASSIGN.finditer(text):
+    for m in chain((first,), found):
         if out.full:
             return
         if line_starts is None:

@@ -4,9 +4,11 @@ Chunking, tagging and fact extraction are pure Python and hold the GIL, so threa
 cannot spread them over cores; worker processes can (plain subprocesses, so the same
 code runs on Windows). The main process keeps parsing as well: it takes files from
 the front of a read-ahead window and the workers from the back, so writes never wait
-for a worker that is still starting and every core stays busy. Small ingests never
-start workers, and files that need the NER model are parsed in the main process,
-where that model is loaded.
+for a worker that is still starting and every core stays busy. Workers pull: each
+keeps a few files in hand, and a finished file brings it the next one at once (from
+its result thread), so no worker waits for the main process to come round. Small
+ingests never start workers, and files that need the NER model are parsed in the
+main process, where that model is loaded.
 
 Results come back in file order, so the genome is written in the same order, and is
 the same, whichever process parsed a file.
@@ -17,13 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from helix_context.config import Settings
@@ -78,7 +81,9 @@ class _Worker:
 
     A plain subprocess rather than multiprocessing: a spawned multiprocessing child
     re-imports the caller's main script, which runs a script without a __main__ guard a
-    second time. This process runs only the parse worker module.
+    second time. This process runs only the parse worker module. Jobs are written by a
+    thread of their own, so `submit` never blocks on a full pipe (a worker still starting
+    up reads nothing for ~0.1 s) and results are read by another.
     """
 
     def __init__(self, settings: Settings, tagger: TaggerLike | None) -> None:
@@ -87,17 +92,17 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, creationflags=flags)
         self._pending: deque[Future[Parsed]] = deque()
         self._lock = threading.Lock()  # guards _pending and _gone
-        self._write_lock = threading.Lock()
         self._gone: WorkerGone | None = None
-        assert self.proc.stdin is not None
+        self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         try:
-            pickle.dump((settings, tagger), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.flush()
-        except Exception as exc:  # an unpicklable tagger, a worker that died at once
+            self._frames.put(pickle.dumps((settings, tagger), protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as exc:  # an unpicklable tagger
             self.proc.kill()
             self.proc.wait()
             raise WorkerGone(f"cannot start a parse worker: {type(exc).__name__}: {exc}") from exc
+        self._writer = threading.Thread(target=self._write_jobs, name="helix-parse-jobs", daemon=True)
         self._reader = threading.Thread(target=self._read_results, name="helix-parse-results", daemon=True)
+        self._writer.start()
         self._reader.start()
 
     @property
@@ -106,23 +111,26 @@ class _Worker:
 
     def submit(self, job: ParseJob) -> Future[Parsed]:
         future: Future[Parsed] = Future()
-        frame = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        # the payload stays here: it is the caller's, and unpickling it could import modules
+        # (the genome store, numpy) that a worker has no use for
+        frame = pickle.dumps(replace(job, payload=None), protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
             if self._gone is not None:
                 raise self._gone
             self._pending.append(future)
-        # Written without holding _lock: the write can block until the worker reads, and the
-        # worker may first have to hand over results, which the reader thread takes under _lock.
-        with self._write_lock:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(frame)
-                self.proc.stdin.flush()
-            except (OSError, ValueError) as exc:
-                gone = WorkerGone(f"parse worker {self.proc.pid} cannot take work: {exc}")
-                self._fail_pending(gone)
-                raise gone from exc
+            self._frames.put(frame)
         return future
+
+    def _write_jobs(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            while (frame := self._frames.get()) is not None:
+                stdin.write(frame)
+                stdin.flush()
+            stdin.close()  # EOF: the worker finishes the job in hand and exits
+        except (OSError, ValueError) as exc:
+            self._fail_pending(WorkerGone(f"parse worker {self.proc.pid} cannot take work: {exc}"))
 
     def _read_results(self) -> None:
         stdout = self.proc.stdout
@@ -148,11 +156,8 @@ class _Worker:
                 future.set_exception(gone)
 
     def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()  # EOF: the worker finishes the job in hand and exits
-        except OSError:
-            pass
+        self._frames.put(None)
+        self._writer.join(timeout=5)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -174,10 +179,16 @@ class ParsePool:
     def started(self) -> bool:
         return bool(self._procs)
 
-    def submit(self, job: ParseJob) -> Future[Parsed]:
+    def start(self) -> None:
+        """Start the worker processes now; they import the parser while the caller does other
+        work (loading models), instead of at the first large ingest. Returns at once."""
         if not self._procs:
             self._procs = [_Worker(self.settings, self.tagger) for _ in range(self.workers)]
-        return min(self._procs, key=lambda w: w.inflight).submit(job)
+
+    def idle_worker(self, depth: int) -> _Worker | None:
+        """The worker with the fewest files in hand, if it has fewer than `depth`."""
+        worker = min(self._procs, key=lambda w: w.inflight, default=None)
+        return worker if worker is not None and worker.inflight < depth else None
 
     def close(self) -> None:
         procs, self._procs = self._procs, []
@@ -188,27 +199,46 @@ class ParsePool:
 @dataclass
 class _Slot:
     job: ParseJob
-    future: Future[Parsed] | None = None
+    future: Future[Parsed] | None = None  # set when a worker took it
     result: Parsed | BaseException | None = None
+    local: bool = False  # the main process took it
 
 
 class Scheduler:
-    """Yields (job, Parsed or the exception its parse raised) in job order."""
+    """Yields (job, Parsed or the exception its parse raised) in job order.
+
+    The window of read-ahead files is shared with the workers' result threads, which
+    hand a worker its next file the moment it returns one; `_lock` guards the window.
+    """
 
     def __init__(self, pool: ParsePool | None, settings: Settings, tagger: TaggerLike | None, *,
-                 start_after: int = 8) -> None:
+                 start_after: int = 8, depth: int = 3) -> None:
         self.pool = pool if pool is not None and pool.workers > 0 else None
         self.settings = settings
         self.tagger = tagger
         self.start_after = start_after  # fewer waiting files than this: not worth starting workers
+        # Files a worker holds: one being parsed, the rest already in its pipe, so it never
+        # waits for this process (which holds the GIL for up to a switch interval) to send more.
+        self.depth = depth
         # Files read ahead of the next write. Deep enough that the main process has files of its
         # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too.
         self.window = max(start_after, 64) if self.pool else 1
         self.window_bytes = 32_000_000
+        self._slots: deque[_Slot] = deque()
+        self._lock = threading.RLock()
+        self._failed: BaseException | None = None  # a worker failure seen on a result thread
+        self._closed = False
 
     def run(self, jobs: Iterable[ParseJob]) -> Iterator[tuple[ParseJob, Parsed | BaseException]]:
+        try:
+            yield from self._run(jobs)
+        finally:
+            with self._lock:
+                self._closed = True  # late results must not hand out more files
+
+    def _run(self, jobs: Iterable[ParseJob]) -> Iterator[tuple[ParseJob, Parsed | BaseException]]:
         source = iter(jobs)
-        window: deque[_Slot] = deque()
+        window = self._slots
         exhausted = False
         held = 0  # characters of text in the window
         while True:
@@ -217,43 +247,56 @@ class Scheduler:
                 if job is None:
                     exhausted = True
                 else:
-                    window.append(_Slot(job))
+                    with self._lock:
+                        window.append(_Slot(job))
                     held += len(job.text)
             if not window:
                 return
-            self._feed(window)
+            if self._failed is not None:
+                self._broken(self._failed)
+            try:
+                self._feed()
+            except (WorkerGone, OSError) as exc:
+                self._broken(exc)
             head = window[0]
-            if head.result is None and head.future is not None and (head.future.done() or not self._local_work(window)):
+            if head.result is None and head.future is not None and (head.future.done() or not self._unclaimed()):
                 head.result = self._collect(head)
             if head.result is not None:
-                window.popleft()
+                with self._lock:
+                    window.popleft()
                 held -= len(head.job.text)
                 yield head.job, head.result
                 continue
-            slot = self._local_work(window)
+            slot = self._claim_local()
             if slot is not None:
                 slot.result = self._parse_here(slot.job)
 
-    def _feed(self, window: deque[_Slot]) -> None:
-        pool = self.pool
-        if pool is None:
-            return
-        if not pool.started and sum(1 for s in window if self._for_pool(s)) < self.start_after:
-            return
-        inflight = sum(1 for s in window if s.future is not None and not s.future.done())
-        for slot in reversed(window):
-            if inflight >= 4 * pool.workers:
-                break
-            if self._for_pool(slot):
-                try:
-                    slot.future = pool.submit(slot.job)
-                except (WorkerGone, OSError) as exc:
-                    self._broken(exc)
+    def _feed(self) -> None:
+        """Top every worker up to `depth` files, taken from the back of the window."""
+        with self._lock:
+            pool = self.pool
+            if pool is None or self._closed:
+                return
+            if not pool.started:
+                if sum(1 for s in self._slots if self._for_pool(s)) < self.start_after:
                     return
-                inflight += 1
+                pool.start()
+            while (worker := pool.idle_worker(self.depth)) is not None:
+                slot = next((s for s in reversed(self._slots) if self._for_pool(s)), None)
+                if slot is None:
+                    return
+                slot.future = worker.submit(slot.job)
+                slot.future.add_done_callback(self._refill)
+
+    def _refill(self, _done: Future[Parsed]) -> None:
+        # runs on a worker's result thread: a file came back, so hand out the next one now
+        try:
+            self._feed()
+        except (WorkerGone, OSError) as exc:
+            self._failed = exc  # the main loop stops using the workers
 
     def _for_pool(self, slot: _Slot) -> bool:
-        return slot.future is None and slot.result is None and not self._needs_main(slot.job)
+        return slot.future is None and slot.result is None and not slot.local and not self._needs_main(slot.job)
 
     def _needs_main(self, job: ParseJob) -> bool:
         if getattr(self.tagger, "ner_enabled", False) is False:
@@ -262,13 +305,18 @@ class Scheduler:
         suffix = name[name.rfind("."):] if "." in name.lstrip(".") else ""
         return suffix in _NER_SUFFIXES
 
-    @staticmethod
-    def _local_work(window: deque[_Slot]) -> _Slot | None:
+    def _unclaimed(self) -> bool:
+        with self._lock:
+            return any(s.future is None and not s.local for s in self._slots)
+
+    def _claim_local(self) -> _Slot | None:
         """The earliest file nobody has started: the main process works from the front of the
         window, so writes never wait on a worker that is still starting; workers take the back."""
-        for slot in window:
-            if slot.future is None and slot.result is None:
-                return slot
+        with self._lock:
+            for slot in self._slots:
+                if slot.future is None and slot.result is None and not slot.local:
+                    slot.local = True
+                    return slot
         return None
 
     def _collect(self, slot: _Slot) -> Parsed | BaseException:
@@ -277,7 +325,6 @@ class Scheduler:
             return slot.future.result()
         except WorkerGone as exc:
             self._broken(exc)
-            slot.future = None
             return self._parse_here(slot.job)
         except Exception as exc:  # the parse itself failed in the worker: reported like a local failure
             return exc
@@ -290,7 +337,9 @@ class Scheduler:
             return exc
 
     def _broken(self, exc: BaseException) -> None:
-        pool, self.pool = self.pool, None
+        with self._lock:
+            pool, self.pool = self.pool, None
+        self._failed = None
         if pool is not None:
             log.warning("parse workers stopped (%s); this ingest parses in the main process from here on", exc)
             pool.close()  # the next ingest starts fresh workers

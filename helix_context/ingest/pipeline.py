@@ -38,7 +38,10 @@ from helix_context.models import Gene, Provenance
 log = logging.getLogger("helix.ingest")
 
 class EmbedderLike(Protocol):
-    def embed(self, texts: Sequence[str], max_tokens: Sequence[int] | None = None) -> np.ndarray: ...
+    parallel: int  # model calls that run well at once (one per core)
+
+    def embed(self, texts: Sequence[str], max_tokens: Sequence[int] | None = None, *,
+              spread: bool = True) -> np.ndarray: ...
 
 
 @dataclass
@@ -299,8 +302,9 @@ class Ingestor:
         try:
             if first:
                 cfg = self.settings.embedding
+                # one call per core runs at once (see _Batches), so each stays on its own thread
                 matrix = self.embedder.embed([embedding_text(g) for g in first.values()],
-                                             [embedding_tokens(g, cfg) for g in first.values()])
+                                             [embedding_tokens(g, cfg) for g in first.values()], spread=False)
                 by_id = dict(zip(first, matrix))
                 vectors = [by_id.get(g.gene_id) for g in genes]
         except Exception as exc:  # the dense signal is optional: store genes without vectors
@@ -309,24 +313,28 @@ class Ingestor:
 
 
 class _Batches:
-    """Parsed files on their way to the genome, gathered into batches of about 64 genes.
+    """Parsed files on their way to the genome, gathered into batches of about 64 genes (256 without embeddings).
 
-    With an embedder, each batch is embedded on a background thread while the
-    caller parses the next one (the model runs outside the GIL), and written
-    once its vectors are ready; batches are written in the order they came.
-    Leaving the block early (an error, Ctrl-C) writes nothing more: what was
-    written stays, and the next ingest redoes the rest.
+    With an embedder, one batch per core is embedded at a time, each on a
+    background thread of its own (the model runs outside the GIL), while the
+    caller parses the next one; a batch is written once its vectors are ready,
+    in the order the batches came. Leaving the block early (an error, Ctrl-C)
+    writes nothing more: what was written stays, and the next ingest redoes the rest.
     """
 
     def __init__(self, ingestor: Ingestor, report: IngestReport) -> None:
         self._ingestor = ingestor
         self._report = report
-        self._target = max(64, ingestor.settings.embedding.batch_size * 4)
+        embedder = ingestor.embedder
+        # Without an embedder a batch is only a transaction: larger ones commit less often and
+        # leave the full-text index fewer segments to merge (~25 % less write time than 64).
+        self._target = max(64, ingestor.settings.embedding.batch_size * 4) if embedder is not None else 256
         self._pending: list[_Prepared] = []
         self._genes = 0
         self._embedding: deque[tuple[list[_Prepared], Future[list[np.ndarray | None]]]] = deque()
-        self._executor = (ThreadPoolExecutor(1, thread_name_prefix="helix-ingest-embed")
-                          if ingestor.embedder is not None else None)
+        self._in_flight = max(1, getattr(embedder, "parallel", 1))
+        self._executor = (ThreadPoolExecutor(self._in_flight, thread_name_prefix="helix-ingest-embed")
+                          if embedder is not None else None)
 
     def __enter__(self) -> _Batches:
         return self
@@ -345,7 +353,7 @@ class _Batches:
             self._ingestor._write(batch, [None] * sum(len(p.genes) for p in batch), self._report)
             return
         self._embedding.append((batch, self._executor.submit(self._ingestor._vectors, batch)))
-        while len(self._embedding) > 1:
+        while len(self._embedding) > self._in_flight:
             self._write_oldest()
 
     def _write_oldest(self) -> None:

@@ -31,11 +31,11 @@ import functools
 import logging
 import re
 import threading
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any
 
+from helix_context.genome.fts_text import token_counts
 from helix_context.models import Chunk
 
 __all__ = ["Tagger", "NER_LABELS"]
@@ -54,8 +54,6 @@ _PATH = re.compile(r"(?:[A-Za-z]:[\\/]|~[\\/]|\.{1,2}[\\/]|[\\/])?(?:[\w.\-@+]+[
 _FILE_EXTS = frozenset(
     "py pyi js mjs cjs jsx ts tsx go rs java kt c h cc cpp hpp cs rb php sh ps1 swift scala lua md rst txt toml "
     "yaml yml json jsonl ini cfg conf env lock log sql html css xml csv ipynb proto gradle dockerfile db".split())
-# one pass over the text: words and dotted names
-_TOKEN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 _COMPOUND = re.compile(
     r"_{0,2}[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+_{0,2}"  # snake_case / UPPER_CASE
     r"|[a-z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # camelCase
@@ -416,10 +414,14 @@ class Tagger:
         return tuple(islice((t for t in map(spelling.__getitem__, order) if 0 < len(t) <= 128), cap))
 
 
-# What each distinct token is, shared by all taggers (identifiers repeat across chunks and files).
-# _INFO: token -> (compound parts, dotted name, file name, capitalised?) for the tokens that yield a tag;
+# What each distinct token is, shared by all taggers (identifiers repeat across chunks and files),
+# kept in three tables so the common kinds are looked up by set intersection, in C:
+# _COMPOUNDS: plain compound identifiers (their own tag); _CAPITALISED: capitalised names;
+# _DOTTED: token with a dot -> (compound parts, dotted name, file name), when any is set;
 # _KNOWN: every token already looked at.
-_INFO: dict[str, tuple[tuple[str, ...], str | None, str | None, bool]] = {}
+_COMPOUNDS: set[str] = set()
+_CAPITALISED: set[str] = set()
+_DOTTED: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {}
 _KNOWN: set[str] = set()
 _KNOWN_MAX = 300_000
 _KNOWN_LOCK = threading.Lock()
@@ -432,8 +434,8 @@ def _is_dunder(tok: str) -> bool:
 def _learn(tokens: Iterable[str]) -> None:
     with _KNOWN_LOCK:
         if len(_KNOWN) > _KNOWN_MAX:
-            _INFO.clear()
-            _KNOWN.clear()
+            for table in (_COMPOUNDS, _CAPITALISED, _DOTTED, _KNOWN):
+                table.clear()
         for tok in tokens:
             if "." in tok:
                 parts = tok.split(".")
@@ -445,43 +447,44 @@ def _learn(tokens: Iterable[str]) -> None:
                     dotted = ".".join(parts)
                 comps = tuple(p for p in parts if _COMPOUND.fullmatch(p) and not _is_dunder(p))
                 if file_tag or dotted or comps:
-                    _INFO[tok] = (comps, dotted, file_tag, False)
+                    _DOTTED[tok] = (comps, dotted, file_tag)
             elif _COMPOUND.fullmatch(tok):
                 if not _is_dunder(tok):
-                    _INFO[tok] = ((tok,), None, None, False)
+                    _COMPOUNDS.add(tok)
             elif len(tok) >= 4 and tok[0].isupper() and tok[1:].islower() and tok not in _STARTERS:
-                _INFO[tok] = ((), None, None, True)
+                _CAPITALISED.add(tok)
             _KNOWN.add(tok)
 
 
 def _classify_tokens(text: str, is_code: bool) -> tuple[list[str], list[str], list[str], list[str]]:
     """(file names, dotted names, compound identifiers, capitalised names) — most frequent first."""
-    counts = Counter(_TOKEN.findall(text))
+    counts = token_counts(text)  # the same scan the full-text body is built from
     if not counts:
         return [], [], [], []
     keys = counts.keys()
-    new = keys - _KNOWN
-    if new:
-        _learn(new)
-    info = _INFO
-    idents: dict[str, int] = {}
+    if not _KNOWN.issuperset(keys):
+        _learn(keys - _KNOWN)
+    count_of = counts.__getitem__
+    compounds = keys & _COMPOUNDS
+    idents = dict(zip(compounds, map(count_of, compounds)))
+    caps: dict[str, int] = {}
+    if is_code:
+        capitalised = keys & _CAPITALISED
+        caps = dict(zip(capitalised, map(count_of, capitalised)))
     dotted: dict[str, int] = {}
     files: dict[str, int] = {}
-    caps: dict[str, int] = {}
-    for tok in keys & info.keys():
-        got = info.get(tok)
+    for tok in keys & _DOTTED.keys():
+        got = _DOTTED.get(tok)
         if got is None:
             continue
         n = counts[tok]
-        comps, dot, file_tag, cap = got
+        comps, dot, file_tag = got
         for c in comps:
             idents[c] = idents.get(c, 0) + n
         if dot is not None:
             dotted[dot] = dotted.get(dot, 0) + n
         if file_tag is not None:
             files[file_tag] = files.get(file_tag, 0) + n
-        if cap and is_code:
-            caps[tok] = n
     return _by_count(files), _by_count(dotted), _by_count(idents), _by_count(caps)
 
 

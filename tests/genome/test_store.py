@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helix_context.genome.schema import SCHEMA_VERSION
+from helix_context.genome.schema import FTS_VERSION, SCHEMA_VERSION
 from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError, SourceWrite, WriteResult
 from helix_context.models import Gene, Provenance
 
@@ -103,6 +103,33 @@ def test_identifier_parts_are_searchable(tmp_path: Path) -> None:
     assert g.fts_search('"load_user_record"', 5)
     assert g.fts_search('"record"', 5)
     assert g.fts_search('"getusername"', 5)
+
+
+def test_an_index_built_by_an_older_helix_is_rebuilt_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "g.db"
+    g = Genome(path)
+    g.replace_source(rec("a.py"), "a.py", [(gene("def getUserName(): return cache.lookupTable"), None)])
+    g.replace_source(rec("b.py"), "b.py", [(gene("def gone(): pass", "b.py"), None)])
+    g.retire_source("b.py")
+    # what an older text derivation left: rows without the split identifier parts
+    with g.transaction() as tx:
+        tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
+        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) SELECT id, 'def getUserName', '', 'a py' "
+                   "FROM genes WHERE source_path = 'a.py'")
+        tx.execute("UPDATE meta SET value = '1' WHERE key = 'fts_version'")
+    assert g.fts_search('"lookup" AND "table"', 5) == []
+    g.close()
+
+    g = Genome(path)
+    assert g.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()[0] == str(FTS_VERSION)
+    assert len(g.fts_search('"lookup" AND "table"', 5)) == 1  # parts of a name inside a dotted name
+    assert len(g.fts_search('"user" AND "name"', 5)) == 1
+    assert g.fts_search('"gone"', 5) == []  # retired genes stay out of the index
+    # rows now match the current derivation, so replacing the file removes the old words cleanly
+    g.replace_source(rec("a.py", "h2"), "a.py", [(gene("def fresh_start(): pass"), None)])
+    assert g.fts_search('"lookup"', 5) == [] and len(g.fts_search('"fresh"', 5)) == 1
+    g.conn.execute("INSERT INTO genes_fts(genes_fts, rank) VALUES ('integrity-check', 0)")
+    assert g.integrity_check() == []
 
 
 def test_vectors_round_trip_through_int8(tmp_path: Path) -> None:

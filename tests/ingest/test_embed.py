@@ -174,6 +174,8 @@ def test_parallel_batches_give_the_same_vectors_as_one_at_a_time(fp32_model_byte
     parallel = Embedder.from_onnx(fp32_model_bytes, max_tokens=64, batch_size=4, threads=3)
     try:
         assert np.array_equal(parallel.embed(texts), serial)
+        # ingest runs one call per core itself, each kept on its calling thread
+        assert np.array_equal(parallel.embed(texts, spread=False), serial)
     finally:
         parallel.close()
 

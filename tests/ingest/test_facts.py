@@ -81,6 +81,12 @@ def test_python_constants_without_docstring_prose_or_calls() -> None:
     assert "evil.example.com" not in f.values()
 
 
+def test_a_string_continued_with_a_backslash_hides_its_next_line() -> None:
+    text = 'HELP = "usage: \\\nTIMEOUT = 30  # see the docs"\nREAL = 4\n'
+    compile(text, "<test>", "exec")  # valid Python: TIMEOUT = 30 is inside the HELP string
+    assert facts(text, "code", "python") == {"REAL": "4"}
+
+
 def test_python_facts_per_chunk_match_the_whole_file() -> None:
     whole = facts(PY, "code", "python")
     per_chunk: dict[str, str] = {}

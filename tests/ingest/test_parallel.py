@@ -7,11 +7,15 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from helix_context import HelixContextManager, load_config
+from helix_context.ingest.parallel import Parsed, ParseJob, ParsePool, Scheduler
+from helix_context.models import Provenance
 
 
 def make_repo(root: Path, n: int = 24, tag: str = "v1") -> Path:
@@ -126,3 +130,93 @@ def test_workers_setting_is_checked(tmp_path: Path) -> None:
     cfg.write_text("[ingest]\nworkers = -2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\[ingest\] workers .* must be at least 0"):
         load_config(cfg)
+
+
+def _jobs(n: int, payload: object = None) -> list[ParseJob]:
+    return [ParseJob(f"/demo/m{i:02d}.py", f"def handler_{i}():\n    return {i}\n", "demo", Provenance(source_kind="file"),
+                     payload=payload if payload is not None else i) for i in range(n)]
+
+
+def test_the_callers_payload_never_travels_to_a_worker() -> None:
+    """A payload that cannot be pickled (or would import the genome store in a worker) stays here."""
+    pool = ParsePool(load_config(), None, 1)
+    try:
+        lock = threading.Lock()  # cannot be pickled
+        results = list(Scheduler(pool, load_config(), None, start_after=1).run(_jobs(12, payload=lock)))
+        assert pool.started
+        assert [job.path for job, _ in results] == [job.path for job in _jobs(12)]
+        assert all(job.payload is lock for job, _ in results)
+        assert all(not isinstance(parsed, BaseException) and parsed.genes for _, parsed in results)
+    finally:
+        pool.close()
+
+
+def test_a_worker_gets_its_next_file_while_this_process_is_busy() -> None:
+    """Workers pull: each result hands the worker another file at once, even while the main
+    process is deep in a file of its own and not looking at the workers at all."""
+    pool = ParsePool(load_config(), None, 1)
+    pool.start()
+    parsed_here: list[str] = []
+
+    class BusyHere(Scheduler):
+        def _parse_here(self, job: ParseJob) -> Parsed | BaseException:
+            parsed_here.append(job.path)
+            if len(parsed_here) == 1:  # stuck on the first file until the worker has done the rest
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and sum(
+                        1 for s in self._slots if s.future is not None and s.future.done()) < 39:
+                    time.sleep(0.01)
+            return super()._parse_here(job)
+
+    try:
+        results = list(BusyHere(pool, load_config(), None, depth=2).run(_jobs(40)))
+        assert [job.payload for job, _ in results] == list(range(40))
+        assert len(parsed_here) == 1, f"the worker stopped getting files: {len(parsed_here)} were parsed here"
+        assert all(not isinstance(parsed, BaseException) for _, parsed in results)
+    finally:
+        pool.close()
+
+
+def test_a_folder_ingest_starts_the_workers_before_the_ner_model_loads(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their start-up (importing the parser) then overlaps the model load instead of the ingest."""
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home"))
+    seen: list[bool] = []
+    original = HelixContextManager._load_tagger
+
+    def load_tagger(self: HelixContextManager):  # type: ignore[no-untyped-def]
+        seen.append(self._parse_pool is not None and self._parse_pool.started)
+        return original(self)
+
+    monkeypatch.setattr(HelixContextManager, "_load_tagger", load_tagger)
+    one_file = HelixContextManager(load_config().replace(ingest={"workers": 2}))
+    try:
+        one_file.ingest_path(repo / "module_00.py", embed=False)
+        assert seen == [False] and not one_file.parse_pool.started  # one file: no processes to start
+    finally:
+        one_file.close()
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home2"))
+    helix = HelixContextManager(load_config().replace(ingest={"workers": 2}))
+    try:
+        report = helix.ingest_path(repo, embed=False)
+        assert seen == [False, True]
+        assert report.files_ingested == 26
+    finally:
+        helix.close()
+
+
+def test_the_server_starts_its_workers_at_start_up_when_ingest_parses_on_every_core(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home"))
+    helix = HelixContextManager(load_config().replace(ingest={"workers": 2}, embedding={"enabled": False}))
+    try:
+        helix.load_parts()  # what the server runs at start
+        assert helix.parse_pool is not None and helix.parse_pool.started
+        procs = [w.proc for w in helix.parse_pool._procs]
+        assert procs and all(proc.poll() is None for proc in procs)
+        report = helix.ingest_path(make_repo(tmp_path / "repo"), embed=False)
+        assert report.files_ingested == 26 and not report.files_skipped
+    finally:
+        helix.close()
+    assert all(proc.poll() is not None for proc in procs)  # closing the manager ends them
