@@ -251,8 +251,7 @@ class Genome:
             tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
             rows = self.conn.execute("SELECT id, content, tags, source_path FROM genes WHERE retired_at IS NULL")
             for rowid, content, tags, path in rows:
-                tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
-                           (rowid, *self.fts_values(content, tags, path)))
+                self._fts_insert(tx, rowid, content, tags, path)
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
 
     # ── transactions ──
@@ -430,7 +429,7 @@ class Genome:
         return (body if body is not None else fts_text.body_text(unpack_text(content)),
                 fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
 
-    def _fts_insert(self, tx: "_Tx", rowid: int, content: str, tags: str, path: str | None,
+    def _fts_insert(self, tx: "_Tx", rowid: int, content: str | bytes, tags: str, path: str | None,
                     body: str | None = None) -> None:
         tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
                    (rowid, *self.fts_values(content, tags, path, body)))
