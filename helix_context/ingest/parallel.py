@@ -203,6 +203,11 @@ class _Slot:
     result: Parsed | BaseException | None = None
     local: bool = False  # the main process took it
 
+    @property
+    def free(self) -> bool:
+        """Nobody has taken it yet."""
+        return self.future is None and self.result is None and not self.local
+
 
 class Scheduler:
     """Yields (job, Parsed or the exception its parse raised) in job order.
@@ -296,7 +301,7 @@ class Scheduler:
             self._failed = exc  # the main loop stops using the workers
 
     def _for_pool(self, slot: _Slot) -> bool:
-        return slot.future is None and slot.result is None and not slot.local and not self._needs_main(slot.job)
+        return slot.free and not self._needs_main(slot.job)
 
     def _needs_main(self, job: ParseJob) -> bool:
         if getattr(self.tagger, "ner_enabled", False) is False:
@@ -307,17 +312,16 @@ class Scheduler:
 
     def _unclaimed(self) -> bool:
         with self._lock:
-            return any(s.future is None and not s.local for s in self._slots)
+            return any(s.free for s in self._slots)
 
     def _claim_local(self) -> _Slot | None:
         """The earliest file nobody has started: the main process works from the front of the
         window, so writes never wait on a worker that is still starting; workers take the back."""
         with self._lock:
-            for slot in self._slots:
-                if slot.future is None and slot.result is None and not slot.local:
-                    slot.local = True
-                    return slot
-        return None
+            slot = next((s for s in self._slots if s.free), None)
+            if slot is not None:
+                slot.local = True
+            return slot
 
     def _collect(self, slot: _Slot) -> Parsed | BaseException:
         assert slot.future is not None
