@@ -140,15 +140,22 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     try:
         if args.batch:
             return _fingerprint_batch(helix, args)
-        results = helix.fingerprint(_read_query(args), max_results=args.max_results, project=args.project)
+        results = helix.fingerprint(_read_query(args), max_results=args.max_results, project=args.project,
+                                    group_by=args.by)
     finally:
         helix.close()
     if args.json:
         _print_json(results)
+    elif args.by == "file":
+        for r in results:
+            print(f"{r['score']:.4f}  {r['source_id']}")
+            for s in r["symbols"]:
+                print(f"          {s['symbol'] or '(lines)'}  {s['start_line']}-{s['end_line']}")
     else:
         for r in results:
             signals = " ".join(f"{k}={v:.3f}" for k, v in r["signals"].items())
-            print(f"{r['score']:.4f}  {r['source_id']}:{r['start_line']}-{r['end_line']}  {signals}")
+            name = f"  {r['symbol']}" if r.get("symbol") else ""
+            print(f"{r['score']:.4f}  {r['source_id']}:{r['start_line']}-{r['end_line']}{name}  {signals}")
     return 0
 
 
@@ -167,7 +174,7 @@ def _fingerprint_batch(helix: Any, args: argparse.Namespace) -> int:
                 bad += 1
                 print(f"line {lineno}: expected {{\"id\": ..., \"query\": \"...\"}}; skipped", file=sys.stderr)
                 continue
-            results = helix.fingerprint(query, max_results=args.max_results, project=args.project)
+            results = helix.fingerprint(query, max_results=args.max_results, project=args.project, group_by=args.by)
             sys.stdout.write(json.dumps({"id": qid, "results": results}) + "\n")
     return 1 if bad else 0
 
@@ -279,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("packet", help="pointers with trust verdicts for an agent")
     p.add_argument("query")
+    p.add_argument("--by", choices=("symbol", "file"), default="symbol", help="file: also rank files")
     p.add_argument("--task", default="edit", help="plan | explain | review | edit | debug | ops | quote")
     p.add_argument("--project")
     p.add_argument("--json", action="store_true")
@@ -288,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?", default="")
     p.add_argument("--max-results", type=int, default=10)
     p.add_argument("--batch", help="JSONL file of {id, query} ('-' for stdin); prints JSONL")
+    p.add_argument("--by", choices=("symbol", "file"), default="symbol",
+                   help="symbol: the functions/classes that match; file: files ranked by their symbols")
     p.add_argument("--project")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_fingerprint)

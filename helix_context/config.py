@@ -84,6 +84,10 @@ class RetrievalSettings:
     weight_path_terms: float = 0.2
     weight_dense: float = 1.0
     weight_coactivation: float = 0.15
+    weight_definition: float = 0.8
+    locate_gene: float = 1.0
+    locate_symbol: float = 0.6
+    locate_definition: float = 0.8
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from helix_context.config import Settings, load_config
 from helix_context.genome.store import Genome
+from helix_context.models import Pointer
+from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import Retriever
-from helix_context.weigh import Packet, RefreshTarget, validate_task_type, weigh_retrieval
+from helix_context.weigh import Packet, PacketItem, RefreshTarget, validate_task_type, weigh_retrieval
 
 
 def build_context_packet(query: str, task_type: str = "edit", genome: Genome | None = None, *,
                          settings: Settings | None = None, project: str | None = None, party: str | None = None,
-                         max_genes: int | None = None, retriever: Retriever | None = None) -> Packet:
+                         max_genes: int | None = None, retriever: Retriever | None = None,
+                         group_by: str = "symbol") -> Packet:
     """Pointers with a verdict each (verified / stale_risk / needs_refresh) and a refresh plan.
 
     With only a genome, retrieval uses the dense signal when the manager that
@@ -28,8 +33,35 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
         if genome is None:
             raise ValueError("build_context_packet needs a genome (genome=helix.genome) or a retriever")
         retriever = Retriever(genome, settings, embedder_part=getattr(genome, "embedder_part", None))
-    retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party)
-    return weigh_retrieval(retrieval, task, settings.weigh)
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)
+    packet = weigh_retrieval(retrieval, task, settings.weigh)
+    return point_at_symbols(packet, retrieval.pointers, group_by)
+
+
+def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str = "symbol") -> Packet:
+    """Each item points at the symbol of its gene that matched best, not at the whole stored gene.
+
+    The verdict stays the gene's (freshness and the live source check are per stored text).
+    """
+    best: dict[str, Pointer] = {}
+    for p in pointers:
+        best.setdefault(p.gene.gene_id, p)
+
+    def narrow(item: PacketItem) -> PacketItem:
+        p = best.get(item.gene_id)
+        if p is None or p.path != item.source_id:
+            return item
+        return dataclasses.replace(item, symbol=p.symbol, kind=p.kind, start_line=p.start_line, end_line=p.end_line,
+                                   src=f"{p.path}:{p.start_line}-{p.end_line}")
+
+    files: tuple[dict[str, Any], ...] = ()
+    if group_by == "file":
+        shown = {i.gene_id for i in packet.items}
+        files = tuple(file_hit_dict(h) for h in rank_files([p for p in pointers if p.gene.gene_id in shown]))
+    return dataclasses.replace(packet, verified=tuple(map(narrow, packet.verified)),
+                               stale_risk=tuple(map(narrow, packet.stale_risk)), files=files)
 
 
 def get_refresh_targets(query: str, genome: Genome | None = None, *, task_type: str = "edit",

@@ -26,6 +26,7 @@ from helix_context.context_packet import build_context_packet
 from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
 from helix_context.retrieve.budget import ZoneCap, zone_cap
+from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.weigh import Packet
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
@@ -316,24 +317,23 @@ class HelixContextManager:
         return window
 
     def fingerprint(self, query: str, max_results: int = 10, *, project: str | None = None,
-                    party: str | None = None) -> list[dict[str, Any]]:
-        """Ranked pointers (no content), best first, each with its per-signal contributions."""
+                    party: str | None = None, group_by: str = "symbol") -> list[dict[str, Any]]:
+        """Ranked pointers (no content), best first: the symbol that matched with its span and
+        per-signal contributions; with group_by="file", files ranked by their symbols' evidence."""
         if max_results <= 0:
             raise ValueError(f"max_results must be positive, got {max_results}")
-        retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False)
-        return [{
-            "gene_id": item.gene.gene_id,
-            "source_id": item.gene.source_path,
-            "start_line": item.gene.start_line,
-            "end_line": item.gene.end_line,
-            "score": item.score,
-            "signals": item.signals,
-        } for item in retrieval.items]
+        if group_by not in GROUP_BY:
+            raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+        retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False,
+                                            pointers=True)
+        if group_by == "file":
+            return [file_hit_dict(hit) for hit in rank_files(retrieval.pointers)[:max_results]]
+        return [pointer_dict(p) for p in retrieval.pointers[:max_results]]
 
     def packet(self, query: str, task_type: str = "edit", *, project: str | None = None,
-               party: str | None = None, max_genes: int | None = None) -> Packet:
+               party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
-                                      party=party, max_genes=max_genes, retriever=self.retriever)
+                                      party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
         if self.telemetry is not None:
             self.telemetry.record_verdicts({
                 "verified": len(packet.verified),

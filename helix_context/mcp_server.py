@@ -360,20 +360,25 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             task_type: TaskType = "edit",
             project: Project = None,
             max_genes: Annotated[int | None, Field(gt=0, le=200, description="most items to return")] = None,
+            group_by: Annotated[Literal["symbol", "file"], Field(description=(
+                "symbol: items only; file: also `files`, ranked by their symbols' evidence"))] = "symbol",
             page: Page = 1) -> str:
         async def run() -> str:
-            body: dict[str, Any] = {"query": _query(query), "task_type": task_type}
+            body: dict[str, Any] = {"query": _query(query), "task_type": task_type, "group_by": group_by}
             if project:
                 body["project"] = project
             if max_genes is not None:
                 body["max_genes"] = max_genes
             return _dump(await backend.request("POST", "/context/packet", json_body=body))
 
-        args = {"query": query, "task_type": task_type, "project": project, "max_genes": max_genes}
+        args = {"query": query, "task_type": task_type, "project": project, "max_genes": max_genes,
+                "group_by": group_by}
         return await guarded(pager.answer("helix_context_packet", args, page, run, "pass a smaller max_genes"))
 
     register(helix_context_packet, (
-        "Agent-facing pointers for a query: each item is a file span (source_id, lines, gene_id) with a trust "
+        "Agent-facing pointers for a query (a question, or a whole pasted issue with its traceback): each item "
+        "is the function, method or class that matched (symbol, kind, source_id, start_line..end_line, gene_id) "
+        "with a trust "
         "verdict (verified / stale_risk / needs_refresh) from freshness, authority and a live check that the "
         "file still matches what was indexed; plus refresh_targets and coordinate_confidence. task_type is one "
         "of plan, explain, review, edit, debug, ops, quote (stricter tasks need fresher evidence). Read the "

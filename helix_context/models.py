@@ -33,6 +33,16 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class Symbol:
+    """A function, method or class: what an answer points at in code (lines 1-based, inclusive)."""
+
+    name: str  # qualified: `ZipFile._extract_member`
+    kind: str  # function / method / class
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True)
 class Provenance:
     source_kind: str = "file"
     volatility_class: str = "stable"
@@ -66,6 +76,7 @@ class Gene:
     tier: str = "open"
     access_count: int = 0
     rowid: int | None = None  # the store's integer id; None before insert
+    symbols: tuple[Symbol, ...] = ()  # symbols that start in this gene (ingest only; not read back)
 
     @property
     def src(self) -> str:
@@ -84,6 +95,9 @@ class QuerySignals:
     path_tokens: tuple[str, ...] = ()  # file names, path segments, extensions mentioned
     phrases: tuple[str, ...] = ()  # "quoted phrases"
     expansions: tuple[str, ...] = ()  # synonyms from helix.toml
+    term_counts: tuple[tuple[str, int], ...] = ()  # every distinct word with how often the query says it
+    definitions: tuple[str, ...] = ()  # names the query points at as code: calls, `quoted`, dotted, frames, errors
+    frames: tuple[tuple[str, str], ...] = ()  # traceback frames: (file name, function)
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,27 @@ class ScoredGene:
 
 
 @dataclass(frozen=True)
+class Pointer:
+    """One answer span: a symbol's lines (or a whole gene where no symbol applies)."""
+
+    gene: Gene
+    path: str | None
+    symbol: str | None
+    kind: str | None  # function / method / class; None for a gene span
+    start_line: int
+    end_line: int
+    score: float
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileHit:
+    path: str
+    score: float
+    pointers: tuple[Pointer, ...]  # the file's best spans, best first
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """The ranked, gated answer of the retrieval stage."""
 
@@ -105,3 +140,4 @@ class Retrieval:
     candidates: int = 0  # genes any scorer found before gating
     zone_cap: int | None = None  # genes allowed by the budget zone, when it applied
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    pointers: tuple[Pointer, ...] = ()  # symbol-level answer spans, best first (when asked for)

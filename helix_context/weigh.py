@@ -508,11 +508,15 @@ class PacketItem:
     signals: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     preview: str = ""
+    symbol: str | None = None  # the function / method / class that matched (its span is start..end)
+    kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gene_id": self.gene_id,
             "source_id": self.source_id,
+            "symbol": self.symbol,
+            "kind": self.kind,
             "start_line": self.start_line,
             "end_line": self.end_line,
             "src": self.src,
@@ -556,6 +560,7 @@ class Packet:
     coordinate_confidence: float
     known_empty: bool
     tier: str
+    files: tuple[dict[str, Any], ...] = ()  # with group_by="file": files ranked by their symbols' evidence
 
     @property
     def needs_refresh(self) -> tuple[PacketItem, ...]:
@@ -576,6 +581,7 @@ class Packet:
             "stale_risk": [i.to_dict() for i in self.stale_risk],
             "refresh_targets": [t.to_dict() for t in self.refresh_targets],
             "notes": list(self.notes),
+            **({"files": list(self.files)} if self.files else {}),
         }
 
 

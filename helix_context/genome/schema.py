@@ -110,5 +110,27 @@ CREATE VIRTUAL TABLE genes_fts USING fts5(
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (V1,)
+# symbols: every function / method / class with its own span, whichever gene stores it.
+# Files ingested before this version are re-parsed once by the next ingest (their
+# hash is cleared), so their symbols appear without a manual step.
+V2_SYMBOLS = """
+CREATE TABLE symbols (
+    id         INTEGER PRIMARY KEY,
+    path       TEXT NOT NULL,
+    gene       INTEGER NOT NULL,  -- the gene holding the symbol's first line
+    name       TEXT NOT NULL,     -- qualified name: ZipFile._extract_member
+    leaf       TEXT NOT NULL,     -- last part of the name, lowercased: definition lookups
+    kind       TEXT NOT NULL,     -- function / method / class
+    start_line INTEGER NOT NULL,
+    end_line   INTEGER NOT NULL
+);
+CREATE INDEX symbols_path ON symbols(path);
+CREATE INDEX symbols_gene ON symbols(gene);
+CREATE INDEX symbols_leaf ON symbols(leaf);
+UPDATE files SET content_hash = '';
+-- document counts per indexed term: retrieval keeps a long query's rarest words
+CREATE VIRTUAL TABLE genes_fts_vocab USING fts5vocab(genes_fts, row);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -361,7 +361,9 @@ class Genome:
         if path is not None:
             old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
             tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
+            tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
         kept: set[int] = set()
+        symbol_rows: list[tuple] = []
         for gene, vector in write.genes:
             rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id))
             kept.add(rowid)
@@ -370,6 +372,11 @@ class Genome:
                     "INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
                     (rowid, path, gene.start_line, gene.end_line),
                 )
+                symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind, s.start_line,
+                                    s.end_line) for s in gene.symbols)
+        if symbol_rows:
+            tx.executemany("INSERT INTO symbols(path, gene, name, leaf, kind, start_line, end_line) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", symbol_rows)
         for rowid in old_rowids - kept:
             if self._drop_if_orphan(tx, rowid, path):
                 result.replaced += 1
@@ -468,6 +475,7 @@ class Genome:
         with self.transaction() as tx:
             rowids = [r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))]
             tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
+            tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
             for rowid in rowids:
                 other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1",
                                    (rowid,)).fetchone()

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from bisect import bisect_right
-from collections import OrderedDict
 from itertools import accumulate
 from typing import Any
 
+from helix_context.ingest.py_layout import python_string_lines
+from helix_context.ingest.treesitter import MAX_BYTES, node_name, parse_within_budget, parser_for
 from helix_context.models import Chunk
 
 __all__ = ["chunk_text", "python_string_lines"]
@@ -47,86 +47,6 @@ __all__ = ["chunk_text", "python_string_lines"]
 # --------------------------------------------------------------------------- #
 # shared helpers
 # --------------------------------------------------------------------------- #
-
-_PY_TOKEN = re.compile(r"#|\"\"\"|\'\'\'|\"|\'")
-_PY_SQ_END = {
-    '"': re.compile(r'(?:[^"\\\n]++|\\.)*+', re.S),
-    "'": re.compile(r"(?:[^'\\\n]++|\\.)*+", re.S),
-}
-_LAYOUT_CACHE: OrderedDict[str, bytearray] = OrderedDict()
-_LAYOUT_CACHE_SIZE = 2
-_LAYOUT_LOCK = threading.Lock()
-
-
-def python_string_lines(text: str) -> bytearray:
-    """Per line (split at ``\\n``): 1 when the line starts inside a multi-line string literal.
-
-    A single pass over strings and comments (no full parse): this is what lets the
-    chunker and the fact extractor tell a ``def`` or ``KEY = 1`` at the start of a
-    line from the same words in a docstring, at tens of MB/s. Tolerates any input
-    (an unterminated string runs to the end). Remembers the last two texts, so the
-    chunker and the fact extractor scan each file once.
-    """
-    if '"""' not in text and "'''" not in text and "\\\n" not in text:
-        # only triple quotes and backslash-newlines carry a string over a line break
-        return bytearray(text.count("\n") + 1)
-    with _LAYOUT_LOCK:
-        hit = _LAYOUT_CACHE.get(text)
-        if hit is not None:
-            _LAYOUT_CACHE.move_to_end(text)
-            return hit
-    n_lines = text.count("\n") + 1
-    mask = bytearray(n_lines)
-    search = _PY_TOKEN.search
-    find = text.find
-    count = text.count
-    n = len(text)
-    pos = 0
-    line = 0  # line index of `pos`
-    while True:
-        m = search(text, pos)
-        if m is None:
-            break
-        st = m.start()
-        tok = m.group()
-        if tok == "#":
-            nl = find("\n", st)
-            if nl < 0:
-                break
-            line += count("\n", pos, nl + 1)
-            pos = nl + 1
-            continue
-        if len(tok) == 3:
-            j = m.end()
-            while True:
-                k = find(tok, j)
-                if k < 0:
-                    end = n
-                    break
-                b = k
-                while b > j and text[b - 1] == "\\":
-                    b -= 1
-                if (k - b) % 2 == 0:
-                    end = k + 3
-                    break
-                j = k + 1
-        else:
-            end = _PY_SQ_END[tok].match(text, m.end()).end()
-            if end < n and text[end] == tok:
-                end += 1
-        first = line + count("\n", pos, st)
-        inner = count("\n", st, end)
-        if inner:
-            mask[first + 1 : first + inner + 1] = b"\x01" * inner
-        line = first + inner
-        pos = end
-    with _LAYOUT_LOCK:
-        _LAYOUT_CACHE[text] = mask
-        _LAYOUT_CACHE.move_to_end(text)
-        while len(_LAYOUT_CACHE) > _LAYOUT_CACHE_SIZE:
-            _LAYOUT_CACHE.popitem(last=False)
-    return mask
-
 
 class _Seg:
     """A run of lines [start, end) (0-based, end exclusive) that wants to be one chunk."""
@@ -447,69 +367,8 @@ def _split_py_class(doc: _Doc, mask: bytearray, class_line: int, s: int, e: int,
 # code: other languages via tree-sitter
 # --------------------------------------------------------------------------- #
 
-_TS_ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "jsx": "javascript",
-               "ts": "typescript", "c++": "cpp", "c#": "csharp", "cs": "csharp", "golang": "go",
-               "py": "python", "rb": "ruby", "rs": "rust", "kt": "kotlin", "yml": "yaml"}
-_TS_LOCAL = threading.local()
-_TS_FAILED: set[str] = set()
-_TS_MAX_BYTES = 4_000_000
 _IMPORT_LIKE = re.compile(r"import|include|using|package|use_declaration|extern_crate|require|namespace_use|"
                           r"module_declaration|library|header")
-
-
-def _ts_parser(language: str) -> Any | None:
-    lang = _TS_ALIASES.get(language, language)
-    if lang in _TS_FAILED:
-        return None
-    cache = getattr(_TS_LOCAL, "parsers", None)
-    if cache is None:
-        cache = _TS_LOCAL.parsers = {}
-    parser = cache.get(lang)
-    if parser is None:
-        try:
-            from tree_sitter_language_pack import get_parser
-
-            parser = get_parser(lang)  # type: ignore[arg-type]
-        except Exception:
-            _TS_FAILED.add(lang)
-            return None
-        cache[lang] = parser
-    return parser
-
-
-def _ts_text(node: Any, src: bytes, limit: int = 120) -> str:
-    return src[node.start_byte : min(node.end_byte, node.start_byte + limit)].decode("utf-8", "replace")
-
-
-_NAME_TYPES = frozenset({"identifier", "field_identifier", "type_identifier", "property_identifier",
-                         "qualified_identifier", "scoped_identifier", "destructor_name", "operator_name",
-                         "constant", "simple_identifier", "name", "word", "scoped_type_identifier"})
-
-
-def _ts_name(node: Any, src: bytes) -> str | None:
-    n = node
-    for _ in range(5):
-        if n.type in _NAME_TYPES:
-            return _ts_text(n, src)
-        nm = n.child_by_field_name("name")
-        if nm is not None:
-            if nm.type in _NAME_TYPES or nm.end_byte - nm.start_byte <= 80:
-                return _ts_text(nm, src).strip() or None
-        nxt = (n.child_by_field_name("declarator") or n.child_by_field_name("declaration")
-               or n.child_by_field_name("definition"))
-        if nxt is None:
-            for c in n.named_children:
-                if c.type.endswith(("declarator", "_spec", "definition", "declaration")) or c.type in (
-                        "class", "function", "method"):
-                    nxt = c
-                    break
-        if nxt is None:
-            t = n.child_by_field_name("type")
-            if t is not None and n.type.startswith("impl"):
-                return "impl " + _ts_text(t, src)
-            return None
-        n = nxt
-    return None
 
 
 def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
@@ -541,7 +400,7 @@ def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
         if fixed is not None:
             sym: str | None = fixed
         else:
-            name = _ts_name(c, src)
+            name = node_name(c, src)
             sym = (prefix + name) if name else None
         anchors.append((max(start, floor_row), sym, c))
         last_row = node_end = erow
@@ -610,46 +469,14 @@ def _ts_split(doc: _Doc, node: Any, src: bytes, s: int, e: int, qual: str | None
     return segs
 
 
-_TS_MIN_SPEED = 2_000_000  # bytes per CPU second; real code parses at ~30 MB/s
-
-
-def _ts_parse(parser: Any, src: bytes) -> Any | None:
-    """Parse, giving up (None) when the input goes far slower than code does.
-
-    Garbage or non-code text in a code file can take tree-sitter's error recovery
-    seconds per MB. tree-sitter's own progress callback cancels the parse once it
-    runs over budget (the read callback always returns consistent slices: feeding
-    tree-sitter a truncated input mid-parse crashes some grammars); the parser is
-    then reset so the next parse starts fresh.
-    """
-    budget = 0.02 + len(src) / _TS_MIN_SPEED
-    t0 = time.thread_time()
-
-    def read(offset: int, _point: Any) -> bytes:
-        return src[offset : offset + 65536]
-
-    def over_budget(_offset: int, _has_error: bool) -> bool:
-        return time.thread_time() - t0 > budget
-
-    try:
-        tree = parser.parse(read, progress_callback=over_budget)
-    except TypeError:  # a py-tree-sitter without progress callbacks: no budget
-        tree = parser.parse(src)
-    except ValueError:  # cancelled ("Parsing failed")
-        tree = None
-    if tree is None:
-        parser.reset()
-    return tree
-
-
 def _segments_treesitter(doc: _Doc, text: str, language: str, max_chars: int) -> list[_Seg] | None:
-    parser = _ts_parser(language)
+    parser = parser_for(language)
     if parser is None:
         return None
     src = text.encode("utf-8", "surrogatepass")
-    if len(src) > _TS_MAX_BYTES or len(src) > 400 * doc.n:
+    if len(src) > MAX_BYTES or len(src) > 400 * doc.n:
         return None  # minified or not code at all: lines of 400+ bytes on average
-    tree = _ts_parse(parser, src)
+    tree = parse_within_budget(parser, src)
     if tree is None:
         return None
     root = tree.root_node

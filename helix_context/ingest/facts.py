@@ -23,7 +23,7 @@ import re
 from bisect import bisect_right
 from itertools import chain
 
-from helix_context.ingest.chunk import python_string_lines
+from helix_context.ingest.py_layout import python_string_lines
 
 __all__ = ["extract_facts"]
 

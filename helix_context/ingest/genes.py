@@ -7,6 +7,7 @@ parse worker process imports only what parsing needs (no SQLite, no numpy).
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -14,7 +15,8 @@ from helix_context.config import Settings
 from helix_context.ingest.chunk import chunk_text
 from helix_context.ingest.detect import detect_type
 from helix_context.ingest.facts import extract_facts
-from helix_context.models import CONTENT_TYPES, Chunk, Gene, Provenance
+from helix_context.ingest.symbols import find_symbols
+from helix_context.models import CONTENT_TYPES, Chunk, Gene, Provenance, Symbol
 
 _VOLATILITY = {"log": "hot", "config": "medium", "json": "medium", "diff": "medium"}
 
@@ -50,8 +52,9 @@ def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path
         source_mtime=provenance.source_mtime,
         source_hash=provenance.source_hash,
     )
+    held = _symbols_by_chunk(chunks, find_symbols(text, ctype, lang))
     genes = []
-    for chunk, chunk_tags in zip(chunks, tags):
+    for chunk, chunk_tags, symbols in zip(chunks, tags, held):
         facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
         genes.append(Gene(
             gene_id=gene_id_for(chunk.content),
@@ -70,5 +73,21 @@ def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path
             device=attribution.device,
             user=attribution.user,
             agent=attribution.agent,
+            symbols=symbols,
         ))
     return genes
+
+
+def _symbols_by_chunk(chunks: Sequence[Chunk], symbols: list[Symbol]) -> list[tuple[Symbol, ...]]:
+    """Each symbol goes with the chunk that holds its first line (or the next chunk, past a gap)."""
+    held: list[list[Symbol]] = [[] for _ in chunks]
+    if not symbols:
+        return [()] * len(chunks)
+    starts = [c.start_line for c in chunks]
+    for sym in symbols:
+        i = bisect_right(starts, sym.start_line) - 1
+        if i < 0 or chunks[i].end_line < sym.start_line:
+            i += 1
+        if 0 <= i < len(chunks):
+            held[i].append(sym)
+    return [tuple(h) for h in held]

@@ -1,14 +1,25 @@
-"""Query text → QuerySignals: terms, identifiers (whole and split), path tokens, phrases, synonyms."""
+"""Query text → QuerySignals: terms, identifiers (whole and split), path tokens, phrases, synonyms.
+
+A query may be a whole pasted issue: prose, code blocks, tracebacks, error
+output. Beyond words it yields what such text carries about *where* the answer
+is: traceback frames (file + function), names used as code (calls, `quoted`,
+dotted paths, exception classes), and how often each word is repeated. Which
+words matter is decided later against the genome (retrieve/terms.py), by how
+rare they are there — never by a word list about one project.
+"""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 from helix_context.genome.fts_text import is_compound, split_identifier
 from helix_context.models import QuerySignals
 
-MAX_TERMS = 48  # a 1 MB query still becomes a bounded FTS expression
+MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
+MAX_WORDS = 2000  # distinct words weighed against the genome (a 1 MB query stays bounded)
+MAX_QUERY_CHARS = 64_000  # a pasted issue with its traceback fits; past that, the tail is ignored
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below between both but by
@@ -26,14 +37,37 @@ _PATH_RE = re.compile(r"(?:[\w.\-]+[\\/])+[\w.\-]+|[\w\-]+\.(?:py|js|ts|tsx|jsx|
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_FRAME_RE = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([A-Za-z_<][\w<>]*)')
+_BACKTICK_RE = re.compile(r"`([^`\n]{1,200})`")
+_CALL_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_EXC_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning))\b")
+_CODE_BLOCK_RE = re.compile(r"```.*?(?:```|\Z)|^(?:>>>|\.\.\.) .*$|^(?: {4}|\t).*$", re.S | re.M)
+_KEYWORDS = frozenset("""if else elif for while return def class import from as with try except finally raise in is not
+and or lambda yield print assert pass break continue global nonlocal del self cls true false none""".split())
 
 
 def _unique(items: list[str], limit: int = MAX_TERMS) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for i in items if i))[:limit]
 
 
+def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Names the query uses as code, most telling first: frames, errors, `quoted`, calls, dotted parts."""
+    frames = [(path.replace("\\", "/").rsplit("/", 1)[-1], func) for path, func in _FRAME_RE.findall(text)]
+    names: list[str] = [func for _, func in frames if not func.startswith("<")]
+    names += _EXC_RE.findall(text)
+    for quoted in _BACKTICK_RE.findall(text):
+        names += [m.group(0).rsplit(".", 1)[-1] for m in _IDENT_RE.finditer(quoted)]
+    code = " ".join(m.group(0) for m in _CODE_BLOCK_RE.finditer(text))
+    names += _CALL_RE.findall(code) + _CALL_RE.findall(text)
+    for ident in identifiers:
+        names += ident.split(".")
+    names += [m.group(0) for m in _IDENT_RE.finditer(code) if is_compound(m.group(0))]
+    keep = [n for n in names if len(n) > 2 and n.lower() not in _KEYWORDS and n.lower() not in STOP_WORDS]
+    return list(dict.fromkeys(keep))[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
+
+
 def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
-    text = _CONTROL_RE.sub(" ", query or "")[:20_000]
+    text = _CONTROL_RE.sub(" ", query or "")[:MAX_QUERY_CHARS]
     phrases = [p.strip() for p in _PHRASE_RE.findall(text)]
     paths = _PATH_RE.findall(text)
     path_tokens: list[str] = []
@@ -56,9 +90,14 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
             identifiers.append(word)
     terms = [w.lower() for w in _WORD_RE.findall(text)]
     terms = [t for t in terms if t not in STOP_WORDS and (len(t) > 1 or t.isdigit())]
+    counts = Counter(terms)
+    for ident in identifiers:
+        if "." not in ident:
+            counts[ident.lower()] += 1
     expansions: list[str] = []
-    for term in terms:
+    for term in dict.fromkeys(terms):
         expansions.extend(synonyms.get(term, ()) if synonyms else ())
+    definitions, frames = _definitions(text, identifiers)
     return QuerySignals(
         text=text,
         terms=_unique(terms),
@@ -67,4 +106,7 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
         path_tokens=_unique(path_tokens),
         phrases=_unique(phrases, 8),
         expansions=_unique([e for e in expansions if e not in terms], 16),
+        term_counts=tuple(counts.most_common(MAX_WORDS)),
+        definitions=tuple(definitions),
+        frames=tuple(frames),
     )

@@ -14,9 +14,12 @@ from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS
+from helix_context.retrieve.locate import LocateWeights, definition_gene_scores, definitions, locate
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
+from helix_context.retrieve.terms import weigh_terms
 
 COACTIVATION_SEEDS = 5
+LOCATE_WINDOW = 60  # genes whose symbols are scored when pointers are asked for
 ABSTAIN_DENSE = 0.25  # best cosine under this, with no query word in the best gene: nothing relevant
 
 
@@ -39,7 +42,9 @@ class Retriever:
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
-                        "coactivation": cfg.weight_coactivation}
+                        "coactivation": cfg.weight_coactivation, "definition": cfg.weight_definition}
+        self.locate_weights = LocateWeights(gene=cfg.locate_gene, symbol=cfg.locate_symbol,
+                                            definition=cfg.locate_definition)
         self.fuse = FUSERS[cfg.fusion]
 
     def _query_vector(self, text: str) -> np.ndarray | None:
@@ -52,7 +57,8 @@ class Retriever:
 
     def retrieve(self, query: str, *, max_genes: int | None = None, project: str | None = None,
                  party: str | None = None, zone: ZoneCap | None = None, floor: float | None = None,
-                 gate: bool = True) -> Retrieval:
+                 gate: bool = True, pointers: bool = False) -> Retrieval:
+        """Ranked genes for `query`; with `pointers`, also the symbol spans that matched, best first."""
         cfg = self.settings.retrieval
         max_genes = cfg.max_genes if max_genes is None else max(0, max_genes)
         stages: dict[str, float] = {}
@@ -63,10 +69,14 @@ class Retriever:
             return Retrieval(qs, (), "abstain", 0, zone.max_genes if zone else None, stages)
 
         t = time.perf_counter()
+        terms = weigh_terms(self.genome, qs)
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self.weights.get(name, 0.0) > 0:
-                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool)
+                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool, terms)
+        defs = definitions(self.genome, qs)
+        if defs and self.weights["definition"] > 0:
+            per_signal["definition"] = definition_gene_scores(defs)
         stages["lexical"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -89,6 +99,8 @@ class Retriever:
         scoped = project is not None or party is not None
         # decode only what can be returned (gated: room for the floor/tier to choose from)
         wanted = max_genes if not gate else max(max_genes * 3, 24)
+        if pointers:
+            wanted = max(wanted, LOCATE_WINDOW)
         window = ranked[: wanted * (5 if scoped else 1)]
         genes = self.genome.genes_by_rowid(r for r, _ in window)
         items: list[ScoredGene] = []
@@ -104,8 +116,13 @@ class Retriever:
         stages["fetch"] = time.perf_counter() - t
 
         candidates = len(fused)
+        located: tuple = ()
+        if pointers:
+            t = time.perf_counter()
+            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights))
+            stages["locate"] = time.perf_counter() - t
         if not gate:
-            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages)
+            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located)
         if not items or max_genes == 0:
             return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
         best = items[0]
@@ -121,4 +138,7 @@ class Retriever:
         if zone is not None:
             cap = zone.max_genes
             count = min(count, cap)
-        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages)
+        if located:
+            shown = {it.gene.rowid for it in kept[:count]}
+            located = tuple(p for p in located if p.gene.rowid in shown)
+        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located)

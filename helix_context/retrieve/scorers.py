@@ -12,6 +12,7 @@ import numpy as np
 from helix_context.genome.fts_text import fts_tokens, quote_term
 from helix_context.genome.store import Genome
 from helix_context.models import QuerySignals
+from helix_context.retrieve.terms import WeighedTerms
 
 Scores = dict[int, float]
 
@@ -20,19 +21,9 @@ def _or(terms: list[str]) -> str:
     return " OR ".join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
-def _fts_terms(qs: QuerySignals) -> list[str]:
-    words: list[str] = []
-    for source in (qs.terms, qs.identifier_parts, qs.expansions):
-        for item in source:
-            words.extend(fts_tokens(item))
-    for ident in qs.identifiers:
-        words.extend(fts_tokens(ident))
-    return words
-
-
-def fts_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
-    """BM25 over the gene text (with identifier parts), tags and path columns."""
-    expr = _or(_fts_terms(qs))
+def fts_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+    """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
+    expr = _or(list(terms.written))
     for phrase in qs.phrases:
         tokens = fts_tokens(phrase)
         if tokens:
@@ -44,7 +35,7 @@ def _identifier_like(term: str) -> bool:
     return any(c.isdigit() for c in term) or "_" in term
 
 
-def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+def tag_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -56,7 +47,7 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
 
 
-def path_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`)."""
     wanted = [t for tok in qs.path_tokens for t in fts_tokens(tok)]
     if not wanted:
@@ -64,10 +55,10 @@ def path_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
 
 
-def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int) -> Scores:
+def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
-    wanted = [t for t in (*qs.terms, *qs.identifier_parts) if len(t) > 2]
+    wanted = [t for t in terms.written if len(t) > 2]
     if not wanted:
         return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
@@ -91,6 +82,6 @@ def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:
     return genome.coactivated(seeds, limit=limit)
 
 
-LexicalScorer = Callable[[Genome, QuerySignals, int], Scores]
+LexicalScorer = Callable[[Genome, QuerySignals, int, WeighedTerms], Scores]
 LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer,
                                              "path_terms": path_terms_scorer}

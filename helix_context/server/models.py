@@ -29,6 +29,8 @@ class PacketRequest(_Body):
     project: str | None = Field(None, max_length=500)
     party: str | None = Field(None, max_length=200)
     max_genes: int | None = Field(None, gt=0, le=200)
+    group_by: Literal["symbol", "file"] = Field(
+        "symbol", description="symbol: items point at the matching function/class; file: also rank files")
 
 
 class FingerprintRequest(_Body):
@@ -36,6 +38,8 @@ class FingerprintRequest(_Body):
     max_results: int = Field(10, gt=0, le=1000)
     project: str | None = Field(None, max_length=500)
     party: str | None = Field(None, max_length=200)
+    group_by: Literal["symbol", "file"] = Field(
+        "symbol", description="symbol: ranked spans of functions/classes; file: files ranked by their symbols")
 
 
 class IngestMetadata(BaseModel):

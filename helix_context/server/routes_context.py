@@ -37,7 +37,7 @@ def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get
     """Pointers with a trust verdict each, and what to refresh."""
     try:
         packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
-                              max_genes=body.max_genes)
+                              max_genes=body.max_genes, group_by=body.group_by)
     except ValueError as exc:
         raise _bad_request(exc) from None
     return packet.to_dict()
@@ -54,10 +54,11 @@ def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_h
 @router.post("/fingerprint")
 def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     try:
-        results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party)
+        results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party,
+                                    group_by=body.group_by)
     except ValueError as exc:
         raise _bad_request(exc) from None
-    return {"query": body.query, "results": results}
+    return {"query": body.query, "group_by": body.group_by, "results": results}
 
 
 def _allowed(path: Path, settings: Settings) -> bool:

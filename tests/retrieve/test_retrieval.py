@@ -81,7 +81,8 @@ def test_finds_the_right_chunk(loaded: HelixContextManager, project: Path) -> No
     assert top_path(loaded, "why did job 2 fail connection refused").endswith("worker.log")
     result = loaded.fingerprint("compute_invoice_total", max_results=3)[0]
     assert result["start_line"] <= 4 <= result["end_line"]
-    assert set(result) == {"gene_id", "source_id", "start_line", "end_line", "score", "signals"}
+    assert set(result) == {"gene_id", "source_id", "symbol", "kind", "start_line", "end_line", "score", "signals"}
+    assert result["symbol"] == "compute_invoice_total" and result["kind"] == "function"
     assert result["signals"] and all(isinstance(v, float) for v in result["signals"].values())
 
 
@@ -209,4 +210,5 @@ def test_fingerprint_batch_cli(loaded: HelixContextManager, tmp_path: Path) -> N
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["id"] for line in lines] == ["a", 7]
     assert lines[1]["results"][0]["source_id"].endswith("billing.py")
-    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "start_line", "end_line", "score", "signals"}
+    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "symbol", "kind", "start_line", "end_line", "score",
+                                           "signals"}

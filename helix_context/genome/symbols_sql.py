@@ -1,0 +1,74 @@
+"""Reads of the symbols table and of the full-text vocabulary: what retrieval asks per query.
+
+Kept apart from store.py (which owns writes) so each query is one small,
+bound-parameter statement that can be read and measured on its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+_CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements cacheable
+
+
+@dataclass(frozen=True)
+class SymbolRow:
+    id: int
+    path: str
+    gene: int  # rowid of the gene holding the first line
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+
+
+_COLUMNS = "id, path, gene, name, kind, start_line, end_line"
+
+
+def _chunks(items: Sequence, size: int = _CHUNK) -> Iterable[Sequence]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def symbols_in_genes(conn: sqlite3.Connection, genes: Iterable[int]) -> dict[int, list[SymbolRow]]:
+    """Gene rowid → the symbols whose first line it holds, in line order."""
+    ids = list(dict.fromkeys(int(g) for g in genes))
+    out: dict[int, list[SymbolRow]] = {}
+    for part in _chunks(ids):
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE gene IN ({marks}) ORDER BY start_line",
+                                list(part)):
+            sym = SymbolRow(*row)
+            out.setdefault(sym.gene, []).append(sym)
+    return out
+
+
+def symbols_named(conn: sqlite3.Connection, leaves: Iterable[str], per_name: int) -> dict[str, list[SymbolRow]]:
+    """Lowercased name → symbols defining it (at most `per_name + 1` each, so the caller sees 'too common')."""
+    out: dict[str, list[SymbolRow]] = {}
+    for leaf in dict.fromkeys(leaves):
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ? LIMIT ?", (leaf, per_name + 1)).fetchall()
+        if rows:
+            out[leaf] = [SymbolRow(*r) for r in rows]
+    return out
+
+
+def symbols_of_path(conn: sqlite3.Connection, path: str) -> list[SymbolRow]:
+    return [SymbolRow(*r) for r in conn.execute(
+        f"SELECT {_COLUMNS} FROM symbols WHERE path = ? ORDER BY start_line", (path,))]
+
+
+def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """Indexed term → number of genes holding it (terms as FTS5 stores them: lowercased, stemmed)."""
+    out: dict[str, int] = {}
+    for part in _chunks(list(dict.fromkeys(terms))):
+        marks = ",".join("?" * len(part))
+        for term, docs in conn.execute(f"SELECT term, doc FROM genes_fts_vocab WHERE term IN ({marks})", list(part)):
+            out[term] = max(out.get(term, 0), int(docs))
+    return out
+
+
+def live_gene_count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL").fetchone()[0])

@@ -1,0 +1,142 @@
+"""Every function, method and class of a code file as its own span with its qualified name.
+
+Why a pass of its own: the chunker packs small neighbours into one stored gene
+(a 40-line gene may hold five functions), but an answer should point at the one
+function that matched. Symbols are found independently of chunking, nested
+ones included, so `ZipFile._extract_member` has its exact lines whichever gene
+stores it.
+
+Python uses the same string scan as the chunker (py_layout) plus indentation —
+no ``ast`` (too slow for the ingest budget, and it needs valid syntax). Other
+languages walk the tree-sitter parse tree. Unknown languages yield nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from helix_context.ingest.py_layout import python_string_lines
+from helix_context.ingest.treesitter import MAX_BYTES, node_name, parse_within_budget, parser_for
+from helix_context.models import Symbol
+
+__all__ = ["find_symbols"]
+
+MAX_SYMBOLS = 5000  # per file: generated code can define tens of thousands of tiny functions
+
+_PY_LINE = re.compile(r"[ \t]*(?:(@)|(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*))")
+
+
+def _indent(line: str) -> int:
+    width = 0
+    for ch in line:
+        if ch == " ":
+            width += 1
+        elif ch == "\t":
+            width += 8 - width % 8
+        else:
+            break
+    return width
+
+
+def python_symbols(text: str) -> list[Symbol]:
+    """Functions, methods and classes of Python source, with decorators, at any depth."""
+    mask = python_string_lines(text)
+    lines = text.split("\n")
+    out: list[Symbol] = []
+    # open scopes: [indent, qualified name, kind, start index, out index]
+    stack: list[list[Any]] = []
+    last_code = -1  # last significant line seen
+    decorator_start: int | None = None
+    decorator_indent = -1
+    for i, line in enumerate(lines):
+        if mask[i]:
+            last_code = i  # the rest of a multi-line string belongs to the statement above
+            continue
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped[0] in "#)]}" or stripped.startswith(("\r", "\f")):
+            continue
+        ind = _indent(line)
+        while stack and ind <= stack[-1][0]:
+            _close(stack.pop(), last_code, out)
+        m = _PY_LINE.match(line)
+        if m is not None and m.group(1):
+            if decorator_start is None or ind != decorator_indent:
+                decorator_start, decorator_indent = i, ind
+            last_code = i
+            continue
+        if m is not None and m.group(2):
+            name = m.group(3)
+            parent = stack[-1] if stack else None
+            kind = "class" if m.group(2) == "class" else ("method" if parent and parent[2] == "class" else "function")
+            qual = f"{parent[1]}.{name}" if parent else name
+            start = decorator_start if decorator_start is not None and decorator_indent == ind else i
+            if len(out) < MAX_SYMBOLS:
+                out.append(Symbol(qual, kind, start + 1, i + 1))
+                stack.append([ind, qual, kind, start, len(out) - 1])
+        decorator_start = None
+        last_code = i
+    while stack:
+        _close(stack.pop(), last_code, out)
+    return out
+
+
+def _close(scope: list[Any], last_code: int, out: list[Symbol]) -> None:
+    sym = out[scope[4]]
+    end = max(last_code + 1, sym.end_line)
+    out[scope[4]] = Symbol(sym.name, sym.kind, sym.start_line, end)
+
+
+_CLASS_LIKE = re.compile(r"class|struct|interface|trait|impl|enum|module|namespace|object|protocol|record|union")
+_FUNC_LIKE = re.compile(r"function|method|constructor|destructor|func_literal|operator|accessor|getter|setter")
+_SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|string|parameter|type_")
+
+
+def treesitter_symbols(text: str, language: str) -> list[Symbol]:
+    parser = parser_for(language)
+    if parser is None:
+        return []
+    src = text.encode("utf-8", "surrogatepass")
+    if len(src) > MAX_BYTES:
+        return []
+    tree = parse_within_budget(parser, src)
+    if tree is None:
+        return []
+    out: list[Symbol] = []
+
+    def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
+        for child in node.named_children:
+            if len(out) >= MAX_SYMBOLS or depth > 40:
+                return
+            kind_name = child.type
+            if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
+                continue
+            kind = None
+            if _CLASS_LIKE.search(kind_name) and not kind_name.endswith(("_body", "_list", "specifier")):
+                kind = "class"
+            elif _FUNC_LIKE.search(kind_name) and child.end_point[0] >= child.start_point[0]:
+                kind = "method" if in_class else "function"
+            name = node_name(child, src) if kind else None
+            if kind and name and len(name) <= 120:
+                qual = prefix + name.strip()
+                out.append(Symbol(qual, kind, child.start_point[0] + 1, _end_row(child) + 1))
+                visit(child, qual + ".", kind == "class", depth + 1)
+            else:
+                visit(child, prefix, in_class, depth + 1)
+
+    visit(tree.root_node, "", False, 0)
+    return out
+
+
+def _end_row(node: Any) -> int:
+    row, col = node.end_point
+    return row if col > 0 or row == node.start_point[0] else row - 1
+
+
+def find_symbols(text: str, content_type: str, language: str | None) -> list[Symbol]:
+    """Symbols of a code text, in order of their first line; [] for anything else."""
+    if content_type != "code" or not language:
+        return []
+    if language == "python":
+        return python_symbols(text)
+    return sorted(treesitter_symbols(text, language), key=lambda s: (s.start_line, -s.end_line))

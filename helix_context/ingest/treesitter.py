@@ -1,0 +1,108 @@
+"""tree-sitter plumbing shared by the chunker and the symbol finder: one parser per
+language and thread, a parse that gives up on garbage, and a node's name.
+
+Grammars come from ``tree_sitter_language_pack``; a language whose grammar does
+not load is remembered and never tried again, so callers fall back at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+__all__ = ["MAX_BYTES", "node_name", "node_text", "parse_within_budget", "parser_for"]
+
+ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "jsx": "javascript",
+               "ts": "typescript", "c++": "cpp", "c#": "csharp", "cs": "csharp", "golang": "go",
+               "py": "python", "rb": "ruby", "rs": "rust", "kt": "kotlin", "yml": "yaml"}
+_LOCAL = threading.local()
+_FAILED: set[str] = set()
+MAX_BYTES = 4_000_000
+
+
+def parser_for(language: str) -> Any | None:
+    lang = ALIASES.get(language, language)
+    if lang in _FAILED:
+        return None
+    cache = getattr(_LOCAL, "parsers", None)
+    if cache is None:
+        cache = _LOCAL.parsers = {}
+    parser = cache.get(lang)
+    if parser is None:
+        try:
+            from tree_sitter_language_pack import get_parser
+
+            parser = get_parser(lang)  # type: ignore[arg-type]
+        except Exception:
+            _FAILED.add(lang)
+            return None
+        cache[lang] = parser
+    return parser
+
+
+def node_text(node: Any, src: bytes, limit: int = 120) -> str:
+    return src[node.start_byte : min(node.end_byte, node.start_byte + limit)].decode("utf-8", "replace")
+
+
+_NAME_TYPES = frozenset({"identifier", "field_identifier", "type_identifier", "property_identifier",
+                         "qualified_identifier", "scoped_identifier", "destructor_name", "operator_name",
+                         "constant", "simple_identifier", "name", "word", "scoped_type_identifier"})
+
+
+def node_name(node: Any, src: bytes) -> str | None:
+    n = node
+    for _ in range(5):
+        if n.type in _NAME_TYPES:
+            return node_text(n, src)
+        nm = n.child_by_field_name("name")
+        if nm is not None:
+            if nm.type in _NAME_TYPES or nm.end_byte - nm.start_byte <= 80:
+                return node_text(nm, src).strip() or None
+        nxt = (n.child_by_field_name("declarator") or n.child_by_field_name("declaration")
+               or n.child_by_field_name("definition"))
+        if nxt is None:
+            for c in n.named_children:
+                if c.type.endswith(("declarator", "_spec", "definition", "declaration")) or c.type in (
+                        "class", "function", "method"):
+                    nxt = c
+                    break
+        if nxt is None:
+            t = n.child_by_field_name("type")
+            if t is not None and n.type.startswith("impl"):
+                return "impl " + node_text(t, src)
+            return None
+        n = nxt
+    return None
+
+
+_MIN_SPEED = 2_000_000  # bytes per CPU second; real code parses at ~30 MB/s
+
+
+def parse_within_budget(parser: Any, src: bytes) -> Any | None:
+    """Parse, giving up (None) when the input goes far slower than code does.
+
+    Garbage or non-code text in a code file can take tree-sitter's error recovery
+    seconds per MB. tree-sitter's own progress callback cancels the parse once it
+    runs over budget (the read callback always returns consistent slices: feeding
+    tree-sitter a truncated input mid-parse crashes some grammars); the parser is
+    then reset so the next parse starts fresh.
+    """
+    budget = 0.02 + len(src) / _MIN_SPEED
+    t0 = time.thread_time()
+
+    def read(offset: int, _point: Any) -> bytes:
+        return src[offset : offset + 65536]
+
+    def over_budget(_offset: int, _has_error: bool) -> bool:
+        return time.thread_time() - t0 > budget
+
+    try:
+        tree = parser.parse(read, progress_callback=over_budget)
+    except TypeError:  # a py-tree-sitter without progress callbacks: no budget
+        tree = parser.parse(src)
+    except ValueError:  # cancelled ("Parsing failed")
+        tree = None
+    if tree is None:
+        parser.reset()
+    return tree

@@ -1,0 +1,175 @@
+"""Ranked genes → pointers at the symbol that matched, and files ranked by their symbols' evidence.
+
+Why a stage of its own: storage packs small neighbours into one gene, so the
+gene ranking says *which stretch of a file* is relevant, not which function. Here
+each candidate gene is cut at the symbols that start in it (from the symbols
+table, filled at ingest), every symbol is scored on its own lines with the
+query's weighed words (BM25 with the genome's document frequencies), and a
+symbol the query names as code (a call, a frame, an exception) gets the
+definition evidence. A gene without symbols (prose, config) is its own pointer.
+
+File ranking sums a file's best pointers with decreasing weights: one strong
+symbol or several good ones both lift a file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from helix_context.genome import symbols_sql
+from helix_context.genome.symbols_sql import SymbolRow
+from helix_context.genome.store import Genome
+from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
+from helix_context.retrieve.terms import WeighedTerms
+
+MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing
+K1, B, AVG_CHARS = 1.2, 0.75, 900.0
+FILE_DECAY = (1.0, 0.35, 0.15)  # weights of a file's best, second and third pointer
+
+
+@dataclass(frozen=True)
+class LocateWeights:
+    gene: float = 1.0  # the containing gene's fused score (normalised to the best gene)
+    symbol: float = 0.6  # BM25 of the symbol's own lines (normalised to the best symbol)
+    definition: float = 0.8  # the query names this symbol as code
+
+
+def definitions(genome: Genome, qs: QuerySignals) -> dict[int, tuple[SymbolRow, float]]:
+    """Symbol id → (symbol, weight) for symbols the query names; rarer names weigh more.
+
+    A traceback frame's function in a file of the frame's name is the strongest case.
+    """
+    if not qs.definitions:
+        return {}
+    found = symbols_sql.symbols_named(genome.conn, [d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME)
+    frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
+    out: dict[int, tuple[SymbolRow, float]] = {}
+    for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):
+        rows = found.get(name)
+        if not rows or len(rows) > MAX_DEFINITIONS_PER_NAME:
+            continue
+        base = 1.0 / (1.0 + math.log(len(rows))) / (1.0 + 0.05 * rank)
+        for row in rows:
+            weight = base
+            tail = row.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+            if (tail, name) in frame_files:
+                weight = max(weight, 1.0)
+            if row.id not in out or out[row.id][1] < weight:
+                out[row.id] = (row, weight)
+    return out
+
+
+def definition_gene_scores(defs: dict[int, tuple[SymbolRow, float]]) -> dict[int, float]:
+    """The definition signal per gene, for fusion: the best named symbol the gene holds."""
+    scores: dict[int, float] = {}
+    for row, weight in defs.values():
+        scores[row.gene] = max(scores.get(row.gene, 0.0), weight)
+    return scores
+
+
+def _term_patterns(terms: WeighedTerms) -> list[tuple[re.Pattern[str] | str, float]]:
+    pats: list[tuple[re.Pattern[str] | str, float]] = []
+    for stem in terms.stems:
+        weight = terms.weights.get(stem, 0.0)
+        if len(stem) >= 4:
+            pats.append((stem, weight))  # substring: also finds it inside identifiers
+        else:
+            pats.append((re.compile(r"(?<![a-z0-9])" + re.escape(stem)), weight))
+    return pats
+
+
+def _bm25(text: str, pats: Sequence[tuple[re.Pattern[str] | str, float]]) -> float:
+    if not text:
+        return 0.0
+    norm = K1 * (1.0 - B + B * len(text) / AVG_CHARS)
+    total = 0.0
+    for pat, weight in pats:
+        tf = text.count(pat) if isinstance(pat, str) else len(pat.findall(text))
+        if tf:
+            total += weight * tf * (K1 + 1.0) / (tf + norm)
+    return total
+
+
+def _spans(gene: Gene, symbols: list[SymbolRow]) -> list[tuple[SymbolRow | None, int, int]]:
+    """(symbol, first, last line of its own text inside this gene); a class's own text is its header."""
+    if not symbols:
+        return [(None, gene.start_line, gene.end_line)]
+    out: list[tuple[SymbolRow | None, int, int]] = []
+    first = symbols[0].start_line
+    if first - gene.start_line >= 3:
+        out.append((None, gene.start_line, first - 1))
+    for i, sym in enumerate(symbols):
+        last = min(sym.end_line, gene.end_line)
+        if sym.kind == "class":
+            inner = next((s.start_line for s in symbols[i + 1:] if sym.start_line < s.start_line <= sym.end_line), None)
+            if inner is not None:
+                last = min(last, inner - 1)
+        out.append((sym, sym.start_line, max(sym.start_line, last)))
+    return out
+
+
+def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
+           defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights()) -> list[Pointer]:
+    """Pointers for the ranked genes, best first."""
+    if not ranked:
+        return []
+    by_gene = symbols_sql.symbols_in_genes(genome.conn, [sg.gene.rowid for sg in ranked if sg.gene.rowid])
+    pats = _term_patterns(terms)
+    best_gene = max(sg.score for sg in ranked) or 1.0
+    raw: list[tuple[ScoredGene, SymbolRow | None, int, int, float]] = []
+    for sg in ranked:
+        gene = sg.gene
+        lines = gene.content.split("\n")
+        for sym, first, last in _spans(gene, by_gene.get(gene.rowid or -1, [])):
+            a, b = max(0, first - gene.start_line), max(0, last - gene.start_line + 1)
+            text = "\n".join(lines[a:b]).lower()
+            raw.append((sg, sym, first, last, _bm25(text, pats)))
+    best_lex = max((r[4] for r in raw), default=0.0) or 1.0
+    pointers: list[Pointer] = []
+    for sg, sym, first, last, lex in raw:
+        gene = sg.gene
+        parts = {"gene": round(weights.gene * sg.score / best_gene, 6),
+                 "symbol": round(weights.symbol * lex / best_lex, 6)}
+        if sym is not None and sym.id in defs:
+            parts["definition"] = round(weights.definition * defs[sym.id][1], 6)
+        score = sum(parts.values())
+        if sym is not None:
+            pointers.append(Pointer(gene, sym.path, sym.name, sym.kind, sym.start_line, sym.end_line,
+                                    round(score, 6), {**sg.signals, **parts}))
+        else:
+            pointers.append(Pointer(gene, gene.source_path, gene.symbol, None, first, last, round(score, 6),
+                                    {**sg.signals, **parts}))
+    pointers.sort(key=lambda p: (-p.score, p.path or "", p.start_line))
+    return pointers
+
+
+def rank_files(pointers: Sequence[Pointer], per_file: int = 3) -> list[FileHit]:
+    """Files by the evidence of their best pointers; each keeps its best `per_file` spans."""
+    groups: dict[str, list[Pointer]] = {}
+    for p in pointers:
+        key = p.path or p.gene.gene_id
+        group = groups.setdefault(key, [])
+        if not any(q.start_line == p.start_line and q.symbol == p.symbol for q in group):
+            group.append(p)
+    hits = [FileHit(path, round(sum(w * p.score for w, p in zip(FILE_DECAY, group)), 6), tuple(group[:per_file]))
+            for path, group in groups.items()]
+    hits.sort(key=lambda h: (-h.score, h.path))
+    return hits
+
+
+GROUP_BY = ("symbol", "file")
+
+
+def pointer_dict(p: Pointer) -> dict[str, Any]:
+    """The wire form of a pointer (fingerprint results, MCP)."""
+    return {"gene_id": p.gene.gene_id, "source_id": p.path, "symbol": p.symbol, "kind": p.kind,
+            "start_line": p.start_line, "end_line": p.end_line, "score": p.score, "signals": p.signals}
+
+
+def file_hit_dict(hit: FileHit) -> dict[str, Any]:
+    return {"source_id": hit.path, "score": hit.score,
+            "symbols": [{k: v for k, v in pointer_dict(p).items() if k != "signals"} for p in hit.pointers]}
