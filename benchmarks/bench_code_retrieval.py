@@ -16,6 +16,13 @@ alone, with each code gene embedded three ways in the same run:
 * the same text cut to the digest's cap;
 
 and lexical signals only (no dense vector) as the floor.
+
+The strict line scores pointers, not genes: a returned span is a hit only
+where it covers at least half the target function's lines *and* the target is
+at least half of the span (a 40-line gene packing five functions is not a
+pointer at a 9-line one). Strict MRR@10 is printed for Helix's fingerprint
+spans and for a function-level bm25s baseline over the same files in the same
+run (ast functions, methods, class headers; other lines in 60-line windows).
 """
 
 from __future__ import annotations
@@ -125,6 +132,57 @@ def definition_lines(relpath: str) -> dict[str, int]:
     return found
 
 
+def target_spans(relpath: str, names: list[str]) -> list[tuple[int, int]]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    tree = ast.parse((stdlib / relpath).read_text(encoding="utf-8"))
+    spans: dict[str, tuple[int, int]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                spans[prefix + node.name] = (start, node.end_lineno or node.lineno)
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, prefix + node.name + ".")
+
+    walk(tree.body, "")
+    return [spans[n] for n in names if n in spans]
+
+
+def strict_hit(span: tuple[str, int, int], relpath: str, targets: list[tuple[int, int]]) -> bool:
+    path, start, end = span
+    if not path.replace("\\", "/").endswith("/" + relpath):
+        return False
+    for t0, t1 in targets:
+        overlap = min(end, t1) - max(start, t0) + 1
+        if overlap >= 0.5 * (t1 - t0 + 1) and (t1 - t0 + 1) >= 0.5 * (end - start + 1):
+            return True
+    return False
+
+
+def strict_mrr(ranked: list[list[tuple[str, int, int]]]) -> float:
+    total = 0.0
+    for spans, (_, relpath, names) in zip(ranked, QUERIES):
+        targets = target_spans(relpath, names)
+        rank = next((i for i, s in enumerate(spans[:10], 1) if strict_hit(s, relpath, targets)), None)
+        total += 1.0 / rank if rank else 0.0
+    return total / len(QUERIES)
+
+
+def bm25_function_spans(roots: list[Path]) -> list[list[tuple[str, int, int]]]:
+    from bench_localization import BM25Index, function_chunks
+
+    ids: list[tuple[str, int, int]] = []
+    texts: list[str] = []
+    for path in sorted(p for root in roots for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for s, e, t in function_chunks(str(path), text):
+            ids.append((str(path), s, e))
+            texts.append(t)
+    index = BM25Index(texts)
+    return [[ids[i] for i in index.search(q, 10)] for q, _, _ in QUERIES]
+
+
 def judgements(genes: dict) -> list[tuple[str, dict[str, int]]]:
     out = []
     for question, relpath, names in QUERIES:
@@ -193,6 +251,11 @@ def main() -> int:
         cut_s = reembed(as_text, cfg.code_max_tokens)
         results["raw_cut"] = {**score(f"own text, {cfg.code_max_tokens} pieces"), "embed_s": round(cut_s, 2)}
         results["lexical"] = score("lexical signals only", dense=False)
+        reembed([embedding_text(genes[r]) for r in rows], embedding_tokens(genes[rows[0]], cfg))
+        spans = [[(r["source_id"], r["start_line"], r["end_line"]) for r in helix.fingerprint(q, max_results=10)]
+                 for q, _, _ in QUERIES]
+        results["strict_mrr10"] = {"helix": round(strict_mrr(spans), 3),
+                                   "bm25_functions": round(strict_mrr(bm25_function_spans(corpus())), 3)}
         helix.close()
 
     print(f"{results['queries']} questions over {results['genes']} genes", file=sys.stderr)
@@ -202,6 +265,10 @@ def main() -> int:
         dense = f"{r['dense_ndcg10']:.3f}" if "dense_ndcg10" in r else "-"
         secs = f"{r['embed_s']:.2f}" if "embed_s" in r else "-"
         print(f"{r['label']:<34}{r['hybrid_ndcg10']:>16.3f}{dense:>15}{secs:>9}")
+    strict = results["strict_mrr10"]
+    print(f"\nstrict MRR@10 (span covers >= half the target, target >= half the span): Helix {strict['helix']:.3f}, "
+          f"bm25s function chunks {strict['bm25_functions']:.3f} -> {strict['helix'] / max(strict['bm25_functions'], 1e-9):.2f}x"
+          " (target 1.3x)")
     write_results(args.json, results)
     return 0
 

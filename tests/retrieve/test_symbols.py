@@ -1,0 +1,191 @@
+"""Symbol-level pointers: every function, method and class is its own span with its qualified name."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+
+from helix_context import HelixContextManager
+from helix_context.ingest.symbols import find_symbols, python_symbols
+
+# small neighbours: the chunker packs all of these into one stored gene
+ARCHIVE = textwrap.dedent('''\
+    """A tiny archive reader."""
+    import os
+
+
+    class ArchiveError(Exception):
+        """Raised when an archive is damaged."""
+
+
+    class ZipFile:
+        """Read members of a zip archive."""
+
+        def __init__(self, path):
+            self.path = path
+
+        @property
+        def names(self):
+            return list(self._index)
+
+        def _extract_member(self, member, target):
+            """Write one member below target, refusing names that climb out of it."""
+            if member.startswith("/") or ".." in member.split("/"):
+                raise ArchiveError(f"unsafe member name {member!r}")
+            return os.path.join(target, member)
+
+        def close(self):
+            self._fp = None
+
+
+    def is_zipfile(path):
+        return path.endswith(".zip")
+    ''')
+
+TS_SOURCE = textwrap.dedent('''\
+    export class Cart {
+      add(item) {
+        this.items.push(item);
+      }
+      total() {
+        return this.items.reduce((sum, i) => sum + i.price, 0);
+      }
+    }
+
+    function applyCoupon(cart, code) {
+      return code === "HALF" ? cart.total() / 2 : cart.total();
+    }
+    ''')
+
+
+def test_python_symbols_match_ast_on_real_code() -> None:
+    """Same names and spans as `ast` (decorators included) for a whole real module of the standard library."""
+    import json.decoder as module
+
+    text = Path(module.__file__).read_text(encoding="utf-8")
+    want: dict[str, tuple[int, int]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                want[prefix + node.name] = (start, node.end_lineno or node.lineno)
+                walk(node.body, prefix + node.name + ".")
+
+    walk(ast.parse(text).body, "")
+    got = {s.name: (s.start_line, s.end_line) for s in python_symbols(text)}
+    assert got == want
+
+
+def test_nested_symbols_kinds_and_decorators() -> None:
+    syms = {s.name: s for s in python_symbols(ARCHIVE)}
+    assert syms["ZipFile"].kind == "class" and syms["ZipFile._extract_member"].kind == "method"
+    assert syms["is_zipfile"].kind == "function"
+    assert (syms["ZipFile.names"].start_line, syms["ZipFile.names"].end_line) == (15, 17)  # @property is part of it
+    assert (syms["ZipFile._extract_member"].start_line, syms["ZipFile._extract_member"].end_line) == (19, 23)
+    assert syms["ArchiveError"].end_line == 6  # a class that is only a docstring
+
+
+def test_tree_sitter_languages_get_symbols_too() -> None:
+    syms = {s.name: s for s in find_symbols(TS_SOURCE, "code", "javascript")}
+    if not syms:
+        pytest.skip("no tree-sitter grammar for javascript in this install")
+    assert {"Cart", "Cart.add", "Cart.total", "applyCoupon"} <= set(syms)
+    assert syms["Cart.total"].kind == "method" and (syms["Cart.total"].start_line, syms["Cart.total"].end_line) == (5, 7)
+    assert syms["applyCoupon"].start_line == 10
+
+
+@pytest.fixture
+def archive_genome(helix: HelixContextManager, tmp_path: Path) -> tuple[HelixContextManager, Path]:
+    root = tmp_path / "lib"
+    (root / "archive").mkdir(parents=True)
+    (root / "archive" / "zipfile.py").write_text(ARCHIVE)
+    (root / "archive" / "cart.js").write_text(TS_SOURCE)
+    (root / "README.md").write_text("# lib\n\nReads zip archives and carts.\n")
+    helix.ingest_path(root)
+    return helix, root
+
+
+def test_fingerprint_points_at_the_method_not_the_merged_gene(archive_genome) -> None:
+    helix, root = archive_genome
+    genes = helix.genome.genes_for_source(str(root / "archive" / "zipfile.py"))
+    assert len(genes) <= 2, "the fixture must pack neighbours into one gene for this test to mean anything"
+    top = helix.fingerprint("refuse unsafe member names that climb out of the target folder", max_results=3)[0]
+    assert top["symbol"] == "ZipFile._extract_member" and top["kind"] == "method"
+    assert (top["start_line"], top["end_line"]) == (19, 23)
+
+
+def test_issue_with_traceback_finds_the_frame_function(archive_genome) -> None:
+    helix, _ = archive_genome
+    issue = textwrap.dedent('''\
+        Extracting fails on a harmless archive
+
+        ```
+        Traceback (most recent call last):
+          File "/home/u/app/run.py", line 3, in <module>
+            z.extractall("out")
+          File "/usr/lib/archive/zipfile.py", line 21, in _extract_member
+            raise ArchiveError(f"unsafe member name {member!r}")
+        archive.ArchiveError: unsafe member name 'a..b.txt'
+        ```
+        A name that merely contains two dots is not climbing out.
+        ''')
+    results = helix.fingerprint(issue, max_results=5)
+    assert results[0]["symbol"] == "ZipFile._extract_member"
+    assert results[0]["signals"].get("definition", 0) > 0
+
+
+def test_group_by_file_ranks_files_with_their_best_symbols(archive_genome) -> None:
+    helix, root = archive_genome
+    files = helix.fingerprint("applyCoupon cart total", max_results=3, group_by="file")
+    assert files[0]["source_id"] == str(root / "archive" / "cart.js")
+    assert files[0]["symbols"][0]["symbol"] in {"applyCoupon", "Cart.total"}
+    assert all({"symbol", "start_line", "end_line"} <= set(s) for s in files[0]["symbols"])
+    with pytest.raises(ValueError, match="group_by"):
+        helix.fingerprint("cart", group_by="folder")
+
+
+def test_packet_items_name_their_symbol_over_http(archive_genome, server_factory) -> None:
+    helix, root = archive_genome
+    server = server_factory(helix.settings)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        r = http.post("/context/packet", json={"query": "unsafe member name climbing out", "group_by": "file"})
+        assert r.status_code == 200, r.text
+        data = r.json()
+        items = data["verified"] + data["stale_risk"]
+        assert items[0]["symbol"] == "ZipFile._extract_member"
+        assert items[0]["src"].endswith("zipfile.py:19-23")
+        assert data["files"][0]["source_id"].endswith("zipfile.py")
+        r = http.post("/fingerprint", json={"query": "is_zipfile", "group_by": "file"})
+        assert r.status_code == 200 and r.json()["results"][0]["symbols"][0]["symbol"] == "is_zipfile"
+        r = http.post("/fingerprint", json={"query": "x", "group_by": "folder"})
+        assert r.status_code == 422 and "group_by" in r.text
+
+
+@pytest.mark.parametrize("query", [
+    "",
+    "Traceback (most recent call last):\n  File \"/x/y.py\", line 1, in nowhere_at_all\nKeyError: 'q'\n",
+    "```python\nfor i in range(10):\n    print(i)\n```",
+    "word " * 200_000,
+])
+def test_whole_issue_bad_input_gets_a_clear_answer(archive_genome, server_factory, query: str) -> None:
+    helix, _ = archive_genome
+    server = server_factory(helix.settings)
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        r = http.post("/context/packet", json={"query": query})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    if not query.strip():
+        assert data["known_empty"] and data["notes"], data  # nothing to find, and it says so
+    else:
+        assert isinstance(data["known_empty"], bool)
+
+
+def test_a_symbol_name_not_in_the_genome_is_known_empty(archive_genome) -> None:
+    helix, _ = archive_genome
+    packet = helix.packet("QuantumFluxCapacitor.recalibrate_warp_manifold", "edit")
+    assert packet.known_empty and not packet.items
