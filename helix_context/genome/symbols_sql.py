@@ -63,10 +63,11 @@ def symbols_of_path(conn: sqlite3.Connection, path: str) -> list[SymbolRow]:
 def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """Indexed term → number of genes holding it (terms as FTS5 stores them: lowercased, stemmed)."""
     out: dict[str, int] = {}
-    for part in _chunks(list(dict.fromkeys(terms))):
-        marks = ",".join("?" * len(part))
-        for term, docs in conn.execute(f"SELECT term, doc FROM genes_fts_vocab WHERE term IN ({marks})", list(part)):
-            out[term] = max(out.get(term, 0), int(docs))
+    for term in dict.fromkeys(terms):
+        # one equality lookup each: fts5vocab answers `term = ?` from the index, but scans for IN (...)
+        row = conn.execute("SELECT doc FROM genes_fts_vocab WHERE term = ?", (term,)).fetchone()
+        if row is not None:
+            out[term] = int(row[0])
     return out
 
 

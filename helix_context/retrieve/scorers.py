@@ -15,6 +15,7 @@ from helix_context.models import QuerySignals
 from helix_context.retrieve.terms import WeighedTerms
 
 Scores = dict[int, float]
+MAX_PATH_TOKENS = 12  # file names and folders a query writes; a pasted diff names many
 
 
 def _or(terms: list[str]) -> str:
@@ -44,12 +45,15 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms
     """
     wanted = [t for ident in qs.identifiers for t in fts_tokens(ident)]
     wanted += [t for t in qs.terms if _identifier_like(t)]
+    if terms.written:  # a long query: only the names that are rare in this genome (common ones walk long lists)
+        chosen = set(terms.written)
+        wanted = [t for t in wanted if t in chosen]
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
 
 
 def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`)."""
-    wanted = [t for tok in qs.path_tokens for t in fts_tokens(tok)]
+    wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
         return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))

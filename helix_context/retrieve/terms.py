@@ -21,6 +21,7 @@ from helix_context.genome.store import Genome
 from helix_context.models import QuerySignals
 
 MAX_SEARCH_TERMS = 24
+MAX_LOOKUPS = 96  # distinct words of one query whose document count is looked up
 COMMON_FRACTION = 0.08  # a word in more genes than this is too common to search for (when rarer ones exist)
 IDENTIFIER_BOOST = 1.5  # a compound identifier (snake_case, camelCase) names one thing
 
@@ -61,7 +62,9 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
                 identifiers.add(tok)
     if not counts:
         return WeighedTerms()
-    written = list(counts)
+    # an indexed lookup per word (an IN list makes fts5vocab scan its whole table): look up
+    # the words most likely to matter — names first, then the most repeated, then the longest
+    written = sorted(counts, key=lambda w: (w not in identifiers, -counts[w], -len(w)))[:MAX_LOOKUPS]
     stems = stem_words(written)
     conn = genome.conn
     docs = symbols_sql.term_doc_counts(conn, stems)
