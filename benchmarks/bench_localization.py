@@ -146,28 +146,65 @@ def function_chunks(path: str, text: str) -> list[tuple[int, int, str]]:
     return [(s, e, path + "\n" + "\n".join(lines[s - 1:e])) for s, e in sorted(spans) if e >= s]
 
 
-class BM25Index:
-    def __init__(self, docs: list[str]) -> None:
-        import bm25s
+class Tokens:
+    """Token lists (and function chunks) per text, kept from one issue's tree to the next.
+
+    Two issues' trees share most files; stemming and parsing each unchanged file again
+    made the baselines cost minutes per issue. Entries not used by the latest tree are dropped.
+    """
+
+    def __init__(self) -> None:
         import Stemmer
 
-        self.bm25s = bm25s
         self.stemmer = Stemmer.Stemmer("english")
-        tokens = bm25s.tokenize([split_text(d) for d in docs], stopwords="en", stemmer=self.stemmer,
-                                show_progress=False)
+        self.tokens: dict[str, list[str]] = {}
+        self.chunks: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+        self.used: set = set()
+
+    def of(self, texts: list[str]) -> list[list[str]]:
+        import bm25s
+
+        missing = list(dict.fromkeys(t for t in texts if t not in self.tokens))
+        if missing:
+            found = bm25s.tokenize([split_text(t) for t in missing], stopwords="en", stemmer=self.stemmer,
+                                   return_ids=False, show_progress=False)
+            self.tokens.update(zip(missing, found))
+        self.used.update(texts)
+        return [self.tokens[t] for t in texts]
+
+    def function_chunks(self, path: str, text: str) -> list[tuple[int, int, str]]:
+        key = (path, text)
+        if key not in self.chunks:
+            self.chunks[key] = function_chunks(path, text)
+        self.used.add(key)
+        return self.chunks[key]
+
+    def forget_unused(self) -> None:
+        self.tokens = {k: v for k, v in self.tokens.items() if k in self.used}
+        self.chunks = {k: v for k, v in self.chunks.items() if k in self.used}
+        self.used = set()
+
+
+class BM25Index:
+    def __init__(self, docs: list[str], tokens: Tokens | None = None) -> None:
+        import bm25s
+
+        self.tokens = tokens or Tokens()
         self.index = bm25s.BM25()
-        self.index.index(tokens, show_progress=False)
+        self.index.index(self.tokens.of(docs), show_progress=False)
         self.n = len(docs)
 
     def search(self, query: str, k: int) -> list[int]:
-        q = self.bm25s.tokenize([split_text(query)], stopwords="en", stemmer=self.stemmer, show_progress=False)
-        if not q.vocab:
+        q = self.tokens.of([query])[0]
+        q = [t for t in q if t in self.index.vocab_dict]
+        if not q:
             return []
-        docs, _ = self.index.retrieve(q, k=min(k, self.n), show_progress=False)
+        docs, _ = self.index.retrieve([q], k=min(k, self.n), show_progress=False)
         return [int(i) for i in docs[0]]
 
 
-def baselines(root: Path, query: str) -> dict[str, dict[str, float]]:
+def baselines(root: Path, query: str, tokens: Tokens | None = None) -> dict[str, dict[str, float]]:
+    tokens = tokens or Tokens()
     files: list[str] = []
     texts: list[str] = []
     chunks: list[tuple[str, int, int]] = []
@@ -180,10 +217,11 @@ def baselines(root: Path, query: str) -> dict[str, dict[str, float]]:
             continue
         files.append(rel)
         texts.append(rel + "\n" + text)
-        for s, e, t in function_chunks(rel, text):
+        for s, e, t in tokens.function_chunks(rel, text):
             chunks.append((rel, s, e))
             chunk_texts.append(t)
-    return {"files": BM25Index(texts), "funcs": BM25Index(chunk_texts), "file_ids": files, "chunk_ids": chunks}
+    return {"files": BM25Index(texts, tokens), "funcs": BM25Index(chunk_texts, tokens), "file_ids": files,
+            "chunk_ids": chunks}
 
 
 # ── Helix ──
@@ -240,6 +278,7 @@ def main() -> int:
     # baselines depend only on the tree and the query: a kept work folder reuses them across runs
     cache_file = work / "baselines.json"
     cached: dict[str, dict] = json.loads(cache_file.read_text()) if args.keep and cache_file.exists() else {}
+    tokens = Tokens()
     per: dict[str, list[dict[str, float]]] = {"helix": [], "bm25_files": [], "bm25_funcs": []}
     latencies: list[float] = []
     span_lines: dict[str, list[int]] = {"helix": [], "bm25_funcs": []}
@@ -261,7 +300,8 @@ def main() -> int:
         span_lines["helix"].extend(e - s + 1 for _, s, e in spans)
 
         if row["instance_id"] not in cached:
-            base = baselines(tree, query)
+            base = baselines(tree, query, tokens)
+            tokens.forget_unused()
             bf = [base["file_ids"][i] for i in base["files"].search(query, 10)]
             bc = [base["chunk_ids"][i] for i in base["funcs"].search(query, 200)]
             cached[row["instance_id"]] = {

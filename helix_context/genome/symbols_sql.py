@@ -71,5 +71,16 @@ def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str,
     return out
 
 
+def code_rowids(conn: sqlite3.Connection, rowids: Iterable[int]) -> set[int]:
+    """The genes among `rowids` that hold code (their signals are weighed with the code weights)."""
+    ids = list(dict.fromkeys(int(r) for r in rowids))
+    out: set[int] = set()
+    for part in _chunks(ids):
+        marks = ",".join("?" * len(part))
+        out.update(r for (r,) in conn.execute(
+            f"SELECT id FROM genes WHERE content_type = 'code' AND id IN ({marks})", list(part)))
+    return out
+
+
 def live_gene_count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL").fetchone()[0])

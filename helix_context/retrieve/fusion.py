@@ -6,11 +6,16 @@ kept on its absolute scale above a floor, so a weak dense neighbour cannot
 look as good as a strong one. `rrf`: reciprocal-rank fusion, rank-only.
 benchmarks/bench_retrieval.py measures both on SciFact; the README records why
 the default was chosen.
+
+Code and prose get their own weights: a gene of code is weighed with
+`code_weights` (chosen on code questions, benchmarks/tune_localization.py), every
+other gene with `weights` (chosen on SciFact). Which genes are code is passed in
+as `code_rows`, so fusion stays a pure function of its inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 Scores = dict[int, float]
 RRF_K = 60.0
@@ -30,30 +35,43 @@ def _normalise(name: str, scores: Scores) -> Scores:
     return {k: v / top for k, v in scores.items()}
 
 
-def fuse_weighted(per_signal: Mapping[str, Scores], weights: Mapping[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
-    fused: dict[int, tuple[float, dict[str, float]]] = {}
+Fused = dict[int, tuple[float, dict[str, float]]]
+
+
+def fuse_weighted(per_signal: Mapping[str, Scores], weights: Mapping[str, float],
+                  code_rows: Collection[int] = (), code_weights: Mapping[str, float] | None = None) -> Fused:
+    fused: Fused = {}
+    code_weights = weights if code_weights is None else code_weights
     for name, scores in per_signal.items():
-        w = weights.get(name, 0.0)
-        if w == 0.0:
+        w, wc = weights.get(name, 0.0), code_weights.get(name, 0.0)
+        if w == 0.0 and wc == 0.0:
             continue
         for rowid, value in _normalise(name, scores).items():
+            weight = wc if rowid in code_rows else w
+            if weight == 0.0:
+                continue
             total, parts = fused.get(rowid, (0.0, {}))
-            contribution = w * value
+            contribution = weight * value
             parts[name] = round(contribution, 6)
             fused[rowid] = (total + contribution, parts)
     return fused
 
 
-def fuse_rrf(per_signal: Mapping[str, Scores], weights: Mapping[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
-    fused: dict[int, tuple[float, dict[str, float]]] = {}
+def fuse_rrf(per_signal: Mapping[str, Scores], weights: Mapping[str, float],
+             code_rows: Collection[int] = (), code_weights: Mapping[str, float] | None = None) -> Fused:
+    fused: Fused = {}
+    code_weights = weights if code_weights is None else code_weights
     for name, scores in per_signal.items():
-        w = weights.get(name, 0.0)
-        if w == 0.0:
+        w, wc = weights.get(name, 0.0), code_weights.get(name, 0.0)
+        if w == 0.0 and wc == 0.0:
             continue
         ranked = sorted(scores.items(), key=lambda kv: -kv[1])
         for rank, (rowid, _) in enumerate(ranked, 1):
+            weight = wc if rowid in code_rows else w
+            if weight == 0.0:
+                continue
             total, parts = fused.get(rowid, (0.0, {}))
-            contribution = w / (RRF_K + rank)
+            contribution = weight / (RRF_K + rank)
             parts[name] = round(contribution, 6)
             fused[rowid] = (total + contribution, parts)
     return fused

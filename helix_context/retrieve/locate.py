@@ -24,7 +24,8 @@ from helix_context.genome import symbols_sql
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.genome.store import Genome
 from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
-from helix_context.retrieve.terms import WeighedTerms
+from helix_context.genome.fts_text import split_identifier
+from helix_context.retrieve.terms import WeighedTerms, stem_words
 
 MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing
 K1, B, AVG_CHARS = 1.2, 0.75, 900.0
@@ -36,6 +37,30 @@ class LocateWeights:
     gene: float = 1.0  # the containing gene's fused score (normalised to the best gene)
     symbol: float = 0.6  # BM25 of the symbol's own lines (normalised to the best symbol)
     definition: float = 0.8  # the query names this symbol as code
+    name: float = 0.0  # the query's words are the words of the symbol's name (normalised to the best name)
+    tests: float = 1.0  # a span in a test file counts this much when the query does not ask about tests
+
+
+TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "conftest"})
+_TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs"})
+_TEST_FILE_RE = re.compile(r"^(?:test_.*|.*_tests?\.\w+|.*\.(?:test|spec)\.\w+|conftest\.py)$", re.I)
+
+
+def is_test_path(path: str | None) -> bool:
+    """Test code by the conventions most languages share (tests/ folders, test_*.py, *_test.go, *.spec.ts).
+
+    Why: an issue describes behaviour, and the code that has it is not the code that checks it;
+    a test file repeats the issue's words in every assertion and would crowd the answer.
+    """
+    if not path:
+        return False
+    parts = path.replace("\\", "/").split("/")
+    return bool(_TEST_FILE_RE.match(parts[-1])) or any(p.lower() in _TEST_DIRS for p in parts[:-1])
+
+
+def wants_tests(qs: QuerySignals) -> bool:
+    words = qs.term_counts or tuple((t, 1) for t in qs.terms)
+    return any(w in TEST_WORDS for w, _ in words)
 
 
 def definitions(genome: Genome, qs: QuerySignals) -> dict[int, tuple[SymbolRow, float]]:
@@ -112,31 +137,72 @@ def _spans(gene: Gene, symbols: list[SymbolRow]) -> list[tuple[SymbolRow | None,
     return out
 
 
-def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
-           defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights()) -> list[Pointer]:
-    """Pointers for the ranked genes, best first."""
-    if not ranked:
-        return []
-    by_gene = symbols_sql.symbols_in_genes(genome.conn, [sg.gene.rowid for sg in ranked if sg.gene.rowid])
+SpanScores = dict[int, list[tuple[SymbolRow | None, int, int, float, float]]]
+
+
+def _name_score(name: str, terms: WeighedTerms, stems: dict[str, str]) -> float:
+    """Weight of the query words that are words of the symbol's own (last) name.
+
+    Why: a function is named for what it does, so "parse a date header into a datetime"
+    says `parsedate_to_datetime` more surely than any body text does, and it tells
+    `escape` from `unescape` where a substring match cannot.
+    """
+    leaf = name.rsplit(".", 1)[-1]
+    words = split_identifier(leaf) or [leaf.lower()]
+    total = 0.0
+    seen: set[str] = set()
+    for word in words:
+        stem = stems.get(word)
+        if stem is None:
+            stem = stems[word] = stem_words([word])[0]
+        if stem not in seen:
+            seen.add(stem)
+            total += terms.weights.get(stem, 0.0)
+    return total
+
+
+def span_scores(genome: Genome, genes: Sequence[Gene], terms: WeighedTerms) -> SpanScores:
+    """Gene rowid → its spans (symbol, first, last line) with the BM25 of each span's own lines.
+
+    Apart from the pointer scoring so that one query's spans can be scored once and ranked under
+    many weightings (benchmarks/tune_localization.py).
+    """
+    by_gene = symbols_sql.symbols_in_genes(genome.conn, [g.rowid for g in genes if g.rowid])
     pats = _term_patterns(terms)
-    best_gene = max(sg.score for sg in ranked) or 1.0
-    raw: list[tuple[ScoredGene, SymbolRow | None, int, int, float]] = []
-    for sg in ranked:
-        gene = sg.gene
+    stems: dict[str, str] = {}
+    out: SpanScores = {}
+    for gene in genes:
         lines = gene.content.split("\n")
+        spans = []
         for sym, first, last in _spans(gene, by_gene.get(gene.rowid or -1, [])):
             a, b = max(0, first - gene.start_line), max(0, last - gene.start_line + 1)
-            text = "\n".join(lines[a:b]).lower()
-            raw.append((sg, sym, first, last, _bm25(text, pats)))
-    best_lex = max((r[4] for r in raw), default=0.0) or 1.0
+            named = _name_score(sym.name, terms, stems) if sym is not None else 0.0
+            spans.append((sym, first, last, _bm25("\n".join(lines[a:b]).lower(), pats), named))
+        out[gene.rowid or -1] = spans
+    return out
+
+
+def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[int, tuple[SymbolRow, float]],
+                   weights: LocateWeights = LocateWeights(), *, tests_wanted: bool = False) -> list[Pointer]:
+    """Pointers for the ranked genes from their span scores, best first."""
+    if not ranked:
+        return []
+    best_gene = max(sg.score for sg in ranked) or 1.0
+    own = [(sg, span) for sg in ranked for span in spans.get(sg.gene.rowid or -1, ())]
+    best_lex = max((span[3] for _, span in own), default=0.0) or 1.0
+    best_name = max((span[4] for _, span in own), default=0.0) or 1.0
     pointers: list[Pointer] = []
-    for sg, sym, first, last, lex in raw:
+    for sg, (sym, first, last, lex, named) in own:
         gene = sg.gene
         parts = {"gene": round(weights.gene * sg.score / best_gene, 6),
                  "symbol": round(weights.symbol * lex / best_lex, 6)}
+        if named > 0 and weights.name > 0:
+            parts["name"] = round(weights.name * named / best_name, 6)
         if sym is not None and sym.id in defs:
             parts["definition"] = round(weights.definition * defs[sym.id][1], 6)
         score = sum(parts.values())
+        if weights.tests != 1.0 and not tests_wanted and is_test_path(gene.source_path):
+            score *= weights.tests
         if sym is not None:
             pointers.append(Pointer(gene, sym.path, sym.name, sym.kind, sym.start_line, sym.end_line,
                                     round(score, 6), {**sg.signals, **parts}))
@@ -145,6 +211,16 @@ def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
                                     {**sg.signals, **parts}))
     pointers.sort(key=lambda p: (-p.score, p.path or "", p.start_line))
     return pointers
+
+
+def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
+           defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights(),
+           *, tests_wanted: bool = False) -> list[Pointer]:
+    """Pointers for the ranked genes, best first."""
+    if not ranked:
+        return []
+    return score_pointers(ranked, span_scores(genome, [sg.gene for sg in ranked], terms), defs, weights,
+                          tests_wanted=tests_wanted)
 
 
 def rank_files(pointers: Sequence[Pointer], per_file: int = 3) -> list[FileHit]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,11 @@ from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS
-from helix_context.retrieve.locate import LocateWeights, definition_gene_scores, definitions, locate
+from helix_context.retrieve.locate import LocateWeights, definition_gene_scores, definitions, locate, wants_tests
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
-from helix_context.retrieve.terms import weigh_terms
+from helix_context.genome import symbols_sql
+from helix_context.genome.symbols_sql import SymbolRow
+from helix_context.retrieve.terms import WeighedTerms, weigh_terms
 
 COACTIVATION_SEEDS = 5
 LOCATE_WINDOW = 60  # genes whose symbols are scored when pointers are asked for
@@ -34,6 +37,17 @@ def coverage(qs: QuerySignals, gene: Gene) -> float:
     return hits / len(wanted)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the scorers found for one query, before any weighting."""
+
+    qs: QuerySignals
+    terms: WeighedTerms
+    per_signal: dict[str, dict[int, float]]  # scorer → {gene rowid: raw score}
+    defs: dict[int, tuple[SymbolRow, float]]  # symbol id → (symbol, weight) for names the query uses as code
+    vector: np.ndarray | None
+
+
 class Retriever:
     def __init__(self, genome: Genome, settings: Settings, *, embedder_part: Any = None) -> None:
         self.genome = genome
@@ -43,17 +57,55 @@ class Retriever:
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
                         "coactivation": cfg.weight_coactivation, "definition": cfg.weight_definition}
+        self.code_weights = {"fts": cfg.code_weight_fts, "tags": cfg.code_weight_tags, "path": cfg.code_weight_path,
+                             "path_terms": cfg.code_weight_path_terms, "dense": cfg.code_weight_dense,
+                             "coactivation": cfg.code_weight_coactivation, "definition": cfg.code_weight_definition}
         self.locate_weights = LocateWeights(gene=cfg.locate_gene, symbol=cfg.locate_symbol,
-                                            definition=cfg.locate_definition)
+                                            definition=cfg.locate_definition, name=cfg.locate_name,
+                                            tests=cfg.locate_tests)
         self.fuse = FUSERS[cfg.fusion]
 
+    def _weighs(self, signal: str) -> bool:
+        return self.weights.get(signal, 0.0) > 0 or self.code_weights.get(signal, 0.0) > 0
+
+    def _fuse(self, per_signal: dict[str, dict[int, float]]) -> dict[int, tuple[float, dict[str, float]]]:
+        code_rows: set[int] = set()
+        if self.code_weights != self.weights:
+            code_rows = symbols_sql.code_rowids(self.genome.conn, {r for s in per_signal.values() for r in s})
+        return self.fuse(per_signal, self.weights, code_rows, self.code_weights)
+
     def _query_vector(self, text: str) -> np.ndarray | None:
-        if self.embedder_part is None or self.weights["dense"] == 0.0:
+        if self.embedder_part is None or not self._weighs("dense"):
             return None
         embedder = self.embedder_part.get()
         if embedder is None:
             return None
         return embedder.embed_query(text)
+
+    def evidence(self, query: str, stages: dict[str, float] | None = None) -> Evidence:
+        """Every scorer's raw scores for `query`, before fusion (also what the tuning bench records)."""
+        stages = {} if stages is None else stages
+        cfg = self.settings.retrieval
+        t0 = time.perf_counter()
+        qs = query_mod.extract(query, self.settings.synonyms)
+        stages["signals"] = time.perf_counter() - t0
+        if not (qs.terms or qs.identifiers or qs.path_tokens or qs.phrases):
+            return Evidence(qs, WeighedTerms(), {}, {}, None)
+        t = time.perf_counter()
+        terms = weigh_terms(self.genome, qs)
+        per_signal: dict[str, dict[int, float]] = {}
+        for name, scorer in LEXICAL_SCORERS.items():
+            if self._weighs(name):
+                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool, terms)
+        defs = definitions(self.genome, qs)
+        if defs and self._weighs("definition"):
+            per_signal["definition"] = definition_gene_scores(defs)
+        stages["lexical"] = time.perf_counter() - t
+        t = time.perf_counter()
+        vector = self._query_vector(qs.text)
+        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool)
+        stages["dense"] = time.perf_counter() - t
+        return Evidence(qs, terms, per_signal, defs, vector)
 
     def retrieve(self, query: str, *, max_genes: int | None = None, project: str | None = None,
                  party: str | None = None, zone: ZoneCap | None = None, floor: float | None = None,
@@ -62,36 +114,19 @@ class Retriever:
         cfg = self.settings.retrieval
         max_genes = cfg.max_genes if max_genes is None else max(0, max_genes)
         stages: dict[str, float] = {}
-        t0 = time.perf_counter()
-        qs = query_mod.extract(query, self.settings.synonyms)
-        stages["signals"] = time.perf_counter() - t0
-        if not (qs.terms or qs.identifiers or qs.path_tokens or qs.phrases):
+        ev = self.evidence(query, stages)
+        qs, terms, per_signal, defs, vector = ev.qs, ev.terms, ev.per_signal, ev.defs, ev.vector
+        if not per_signal:
             return Retrieval(qs, (), "abstain", 0, zone.max_genes if zone else None, stages)
 
         t = time.perf_counter()
-        terms = weigh_terms(self.genome, qs)
-        per_signal: dict[str, dict[int, float]] = {}
-        for name, scorer in LEXICAL_SCORERS.items():
-            if self.weights.get(name, 0.0) > 0:
-                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool, terms)
-        defs = definitions(self.genome, qs)
-        if defs and self.weights["definition"] > 0:
-            per_signal["definition"] = definition_gene_scores(defs)
-        stages["lexical"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        vector = self._query_vector(qs.text)
-        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool)
-        stages["dense"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        fused = self.fuse(per_signal, self.weights)
-        if self.weights["coactivation"] > 0 and fused:
+        fused = self._fuse(per_signal)
+        if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
             if co:
                 per_signal["coactivation"] = co
-                fused = self.fuse(per_signal, self.weights)
+                fused = self._fuse(per_signal)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
@@ -119,7 +154,7 @@ class Retriever:
         located: tuple = ()
         if pointers:
             t = time.perf_counter()
-            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights))
+            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights, tests_wanted=wants_tests(qs)))
             stages["locate"] = time.perf_counter() - t
         if not gate:
             return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located)

@@ -21,6 +21,7 @@ from helix_context.genome.store import Genome
 from helix_context.models import QuerySignals
 
 MAX_SEARCH_TERMS = 24
+MIN_SEARCH_TERMS = 8  # a short question keeps its common words too: they are most of what it says
 MAX_LOOKUPS = 96  # distinct words of one query whose document count is looked up
 COMMON_FRACTION = 0.08  # a word in more genes than this is too common to search for (when rarer ones exist)
 IDENTIFIER_BOOST = 1.5  # a compound identifier (snake_case, camelCase) names one thing
@@ -78,8 +79,9 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
         weight = idf * (1.0 + math.log(counts[word])) * (IDENTIFIER_BOOST if word in identifiers else 1.0)
         if stem not in scored or scored[stem][0] < weight:
             scored[stem] = (weight, word, df)
-    rare = {s: v for s, v in scored.items() if v[2] <= COMMON_FRACTION * n}
-    pool = rare if rare else scored
-    best = sorted(pool.items(), key=lambda kv: -kv[1][0])[:limit]
+    ranked = sorted(scored.items(), key=lambda kv: -kv[1][0])
+    rare = [kv for kv in ranked if kv[1][2] <= COMMON_FRACTION * n]
+    common = [kv for kv in ranked if kv[1][2] > COMMON_FRACTION * n]
+    best = (rare + common[:max(0, MIN_SEARCH_TERMS - len(rare)) if rare else limit])[:limit]
     return WeighedTerms(tuple(v[1] for _, v in best), tuple(s for s, _ in best),
                         {s: v[0] for s, v in best}, n)

@@ -1,0 +1,315 @@
+"""Choose the code-ranking weights by measurement on the development issues (swe-dev), reproducibly.
+
+    python benchmarks/tune_localization.py collect --keep DIR [--sample N | --all]
+    python benchmarks/tune_localization.py collect-stdlib --keep DIR
+    python benchmarks/tune_localization.py tune --keep DIR [--rounds 2]
+
+`collect` ingests each instance's tree (as bench_localization.py does) and records,
+per issue, what every scorer found before any weighting (Retriever.evidence), the
+spans of every candidate gene with their own lexical score (locate.span_scores),
+and the gold answer. `tune` then ranks those records under many weightings with
+the same fusion, pointer and file-ranking code the server runs, and prints each
+weighting's file Hit@5 / MRR@10 and function Hit@10 next to the shipped defaults
+and the BM25 baselines of bench_localization (cached in the same folder).
+`collect-stdlib` records the 66 plain-language questions of bench_code_retrieval.py
+the same way, so a weighting is chosen on two kinds of question (whole issues and
+"which function does X"), scored there by strict MRR@10.
+
+Why records: one ingest of a sympy tree costs a minute on two cores; one ranking
+costs milliseconds, so a grid of weightings is cheap once the evidence is kept.
+Only the development set is used; nothing here knows about sympy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bench_localization import DATA, Tokens, baselines, distinct, extract, file_metrics, load_instances, sample, span_metrics
+
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Record:
+    instance_id: str
+    gold: dict[str, list[int]]
+    per_signal: dict[str, dict[int, float]]
+    defs: dict
+    genes: dict  # rowid → Gene without content
+    spans: dict  # rowid → [(SymbolRow | None, first, last, lex)]
+    root: str
+
+
+class _Unpickler(pickle.Unpickler):
+    """Records written by this script run as __main__ name their class `__main__.Record`."""
+
+    def find_class(self, module: str, name: str):
+        return Record if name == "Record" else super().find_class(module, name)
+
+
+def load(path: Path):
+    with path.open("rb") as fh:
+        return _Unpickler(fh).load()
+
+
+def collect(args: argparse.Namespace) -> int:
+    rows = load_instances(args.data)
+    rows = rows if args.all else sample(rows, args.sample)
+    work: Path = args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["HELIX_HOME"] = str(work / "home")
+    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
+    bare = work / "repo.git"
+    if not bare.exists():
+        subprocess.run(["git", "clone", "-q", "--bare", str(args.data / "sympy.bundle"), str(bare)], check=True)
+    records = work / "records"
+    records.mkdir(exist_ok=True)
+    cache_file = work / "baselines.json"
+    cached: dict[str, dict] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+
+    from helix_context.config import load_config
+    from helix_context.manager import HelixContextManager
+    from helix_context.retrieve.locate import span_scores
+
+    helix = HelixContextManager(load_config())
+    tree = work / "tree"
+    tokens = Tokens()
+    for n, row in enumerate(rows, 1):
+        out = records / f"{row['instance_id']}.pkl"
+        if out.exists():
+            continue
+        started = time.perf_counter()
+        extract(bare, row["tag"], tree)
+        helix.ingest_path(tree, embed=True)
+        ev = helix.retriever.evidence(row["problem_statement"])
+        rowids = {r for scores in ev.per_signal.values() for r in scores}
+        genes = helix.genome.genes_by_rowid(rowids)
+        spans = span_scores(helix.genome, list(genes.values()), ev.terms)
+        root = str(tree.resolve())
+        slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}
+        pickle.dump(Record(row["instance_id"], row["gold"], ev.per_signal, ev.defs, slim, spans, root),
+                    out.open("wb"))
+        if row["instance_id"] not in cached:
+            base = baselines(tree, row["problem_statement"], tokens)
+            tokens.forget_unused()
+            bf = [base["file_ids"][i] for i in base["files"].search(row["problem_statement"], 10)]
+            bc = [base["chunk_ids"][i] for i in base["funcs"].search(row["problem_statement"], 200)]
+            gold_files = set(row["gold"])
+            cached[row["instance_id"]] = {
+                "files": {**file_metrics(bf, gold_files), **{f"func_hit@{k}": 0.0 for k in KS}},
+                "funcs": {**file_metrics(distinct([c[0] for c in bc])[:10], gold_files),
+                          **span_metrics(bc[:10], row["gold"])},
+                "func_lines": [e - s + 1 for _, s, e in bc[:10]]}
+            cache_file.write_text(json.dumps(cached))
+        print(f"[{n}/{len(rows)}] {row['instance_id']} {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    helix.close()
+    return 0
+
+
+def collect_stdlib(args: argparse.Namespace) -> int:
+    from bench_code_retrieval import QUERIES, bm25_function_spans, strict_mrr, target_spans
+    from bench_ingest import corpus
+
+    work: Path = args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["HELIX_HOME"] = str(work / "home-stdlib")
+    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
+    from helix_context.config import load_config
+    from helix_context.manager import HelixContextManager
+    from helix_context.retrieve.locate import span_scores
+
+    helix = HelixContextManager(load_config())
+    helix.ingest_path(corpus(), embed=True)
+    out = []
+    for question, relpath, names in QUERIES:
+        ev = helix.retriever.evidence(question)
+        rowids = {r for scores in ev.per_signal.values() for r in scores}
+        genes = helix.genome.genes_by_rowid(rowids)
+        spans = span_scores(helix.genome, list(genes.values()), ev.terms)
+        slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}
+        out.append(Record(question, {relpath: [list(t) for t in target_spans(relpath, names)]}, ev.per_signal,
+                          ev.defs, slim, spans, ""))
+    helix.close()
+    pickle.dump(out, (work / "stdlib.pkl").open("wb"))
+    (work / "stdlib_bm25.json").write_text(json.dumps({"strict_mrr10": strict_mrr(bm25_function_spans(corpus()))}))
+    print(f"{len(out)} questions recorded", file=sys.stderr)
+    return 0
+
+
+# ── ranking a record under one weighting, with the server's own code ──
+
+def prose_weights() -> dict[str, float]:
+    from helix_context.config import load_config
+
+    cfg = load_config().retrieval
+    return {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
+            "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense, "definition": cfg.weight_definition}
+
+
+def code_weights() -> dict[str, float]:
+    from helix_context.config import load_config
+
+    cfg = load_config().retrieval
+    return {"fts": cfg.code_weight_fts, "tags": cfg.code_weight_tags, "path": cfg.code_weight_path,
+            "path_terms": cfg.code_weight_path_terms, "dense": cfg.code_weight_dense,
+            "definition": cfg.code_weight_definition}
+
+
+_PROSE: dict[str, float] = {}
+_TESTS_WANTED: dict[str, bool] = {}
+
+
+def tests_wanted(record: Record) -> bool:
+    """Whether the record's question asks about tests (the query text is the issue, or the question itself)."""
+    if not _TESTS_WANTED:
+        from helix_context.retrieve.locate import wants_tests
+        from helix_context.retrieve.query import extract as extract_signals
+
+        for row in load_instances(DATA):
+            _TESTS_WANTED[row["instance_id"]] = wants_tests(extract_signals(row["problem_statement"]))
+    if record.instance_id not in _TESTS_WANTED:
+        from helix_context.retrieve.locate import wants_tests
+        from helix_context.retrieve.query import extract as extract_signals
+
+        _TESTS_WANTED[record.instance_id] = wants_tests(extract_signals(record.instance_id))
+    return _TESTS_WANTED[record.instance_id]
+
+
+def rank(record: Record, weights: dict[str, float], locate_w, window: int, file_decay=None):
+    """Files and spans for one record, with `weights` as the code weights (prose keeps its configured ones)."""
+    from helix_context.models import ScoredGene
+    from helix_context.retrieve import locate as locate_mod
+    from helix_context.retrieve.fusion import fuse_weighted
+
+    if not _PROSE:
+        _PROSE.update(prose_weights())
+    code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
+    fused = fuse_weighted(record.per_signal, _PROSE, code_rows, weights)
+    ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))[:window]
+    items = [ScoredGene(record.genes[r], score, parts) for r, (score, parts) in ranked
+             if r in record.genes and record.genes[r].tier != "archived"]
+    pointers = locate_mod.score_pointers(items, record.spans, record.defs, locate_w, tests_wanted=tests_wanted(record))
+    saved = locate_mod.FILE_DECAY
+    if file_decay is not None:
+        locate_mod.FILE_DECAY = file_decay
+    try:
+        files = locate_mod.rank_files(pointers)
+    finally:
+        locate_mod.FILE_DECAY = saved
+    root = record.root
+
+    def rel(p: str | None) -> str:
+        p = (p or "").replace("\\", "/")
+        return p[len(root) + 1:] if p.startswith(root + "/") else p
+
+    spans = [(rel(p.path), p.start_line, p.end_line) for p in pointers[:10]]
+    return [rel(h.path) for h in files[:10]], spans
+
+
+def score(records: list[Record], weights, locate_w, window: int, file_decay=None) -> dict[str, float]:
+    rows = []
+    for rec in records:
+        files, spans = rank(rec, weights, locate_w, window, file_decay)
+        rows.append({**file_metrics(files, set(rec.gold)), **span_metrics(spans, rec.gold)})
+    return {k: round(statistics.fmean(r[k] for r in rows), 3) for k in rows[0]}
+
+
+def strict(records: list[Record], weights, locate_w, window: int) -> float:
+    from bench_code_retrieval import strict_hit
+
+    total = 0.0
+    for rec in records:
+        (relpath, targets), = rec.gold.items()
+        _, spans = rank(rec, weights, locate_w, window)
+        hit = next((i for i, s in enumerate(spans[:10], 1) if strict_hit(s, relpath, [tuple(t) for t in targets])), None)
+        total += 1.0 / hit if hit else 0.0
+    return round(total / len(records), 3)
+
+
+def tune(args: argparse.Namespace) -> int:
+    """Coordinate ascent from the shipped weights: each weight in turn over a small range, best kept."""
+    from dataclasses import asdict
+
+    from helix_context.config import load_config
+    from helix_context.retrieve.locate import LocateWeights
+    from helix_context.retrieve.retriever import LOCATE_WINDOW
+
+    cached = json.loads((args.keep / "baselines.json").read_text())
+    records = [r for r in (load(p) for p in sorted((args.keep / "records").glob("*.pkl"))) if r.instance_id in cached]
+    stdlib = load(args.keep / "stdlib.pkl") if (args.keep / "stdlib.pkl").exists() else []
+    if not records:
+        raise SystemExit(f"no records under {args.keep}/records: run `collect` first")
+    base_file = max(statistics.fmean(cached[r.instance_id][n]["file_hit@5"] for r in records) for n in ("files", "funcs"))
+    base_func = statistics.fmean(cached[r.instance_id]["funcs"]["func_hit@10"] for r in records)
+    base_strict = json.loads((args.keep / "stdlib_bm25.json").read_text())["strict_mrr10"] if stdlib else 1.0
+    cfg = load_config().retrieval
+    weights = code_weights()
+    locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
+                             cfg.locate_tests)
+
+    def measure(w: dict[str, float], lw: LocateWeights) -> tuple[float, dict[str, float]]:
+        m = score(records, w, lw, LOCATE_WINDOW)
+        m["strict_mrr@10"] = strict(stdlib, w, lw, LOCATE_WINDOW) if stdlib else 0.0
+        ratios = (m["file_hit@5"] / max(base_file, 1e-9), m["func_hit@10"] / max(base_func, 1e-9),
+                  m["strict_mrr@10"] / max(base_strict, 1e-9) if stdlib else 0.0)
+        return sum(ratios) + 0.25 * m["file_mrr@10"], m
+
+    def show(label: str, w: dict[str, float], lw: LocateWeights, m: dict[str, float]) -> None:
+        print(f"{label}: file Hit@5 {m['file_hit@5']:.3f} ({m['file_hit@5'] / base_file:.2f}x), file MRR@10 "
+              f"{m['file_mrr@10']:.3f}, function Hit@10 {m['func_hit@10']:.3f} ({m['func_hit@10'] / base_func:.2f}x), "
+              f"strict MRR@10 {m['strict_mrr@10']:.3f} ({m['strict_mrr@10'] / base_strict:.2f}x)")
+        print(f"    code weights {w}; locate {asdict(lw)}")
+
+    print(f"{len(records)} issues, {len(stdlib)} stdlib questions; baselines (bm25s): file Hit@5 {base_file:.3f}, "
+          f"function Hit@10 {base_func:.3f}, strict MRR@10 {base_strict:.3f}")
+    best, m = measure(weights, locate_w)
+    show("shipped", weights, locate_w, m)
+    for name in (*weights, "none"):
+        if name == "none" or weights[name] == 0:
+            continue
+        _, am = measure({**weights, name: 0.0}, locate_w)
+        show(f"without {name}", {**weights, name: 0.0}, locate_w, am)
+    ranges = {"fts": (0.4, 0.6, 0.8, 1.0, 1.2), "tags": (0.0, 0.3, 0.6, 0.9), "path": (0.25, 0.5, 1.0),
+              "path_terms": (0.0, 0.1, 0.2, 0.4), "dense": (0.75, 1.0, 1.5, 2.0), "definition": (0.4, 0.8, 1.2, 1.6)}
+    locate_ranges = {"symbol": (0.3, 0.45, 0.6, 0.8), "definition": (0.4, 0.8, 1.2), "name": (0.0, 0.15, 0.3, 0.5),
+                     "tests": (0.5, 0.7, 0.85, 1.0)}
+    started = time.perf_counter()
+    for round_ in range(args.rounds):
+        for name, values in ranges.items():
+            for v in values:
+                total, tm = measure({**weights, name: v}, locate_w)
+                if total > best + 1e-9:
+                    best, weights, m = total, {**weights, name: v}, tm
+        for name, values in locate_ranges.items():
+            for v in values:
+                lw = replace(locate_w, **{name: v})
+                total, tm = measure(weights, lw)
+                if total > best + 1e-9:
+                    best, locate_w, m = total, lw, tm
+        show(f"round {round_ + 1} ({time.perf_counter() - started:.0f} s)", weights, locate_w, m)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("collect", "collect-stdlib", "tune"))
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--keep", type=Path, required=True, help="work folder: genome, tree, records, baselines")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--sample", type=int, default=25)
+    parser.add_argument("--rounds", type=int, default=2, help="coordinate-ascent rounds")
+    args = parser.parse_args()
+    return {"collect": collect, "collect-stdlib": collect_stdlib, "tune": tune}[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
