@@ -37,6 +37,7 @@ class ServerSettings:
     max_body_bytes: int = 8_000_000
     allowed_ingest_roots: tuple[str, ...] = ()
     log_level: str = "info"
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides loopback and `host` (DNS-rebinding guard)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from helix_context import signals
 from helix_context.config import Settings, load_config
 from helix_context.server.errors import install_error_handlers
+from helix_context.server.browser_guard import HostPolicy
 from helix_context.server.security import GuardMiddleware
 from helix_context.telemetry import Telemetry, instrument_app
 
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         fast_path = getattr(module, "fast_path", None)
         if fast_path is not None:  # added before the guard, so inside it: keys and body limits still apply
             app.add_middleware(fast_path)
-    app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes)
+    app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes,
+                       hosts=HostPolicy.build(settings.server.host, settings.server.allowed_hosts))
     instrument_app(app, telemetry)  # outermost: also counts 401/413 answers
     return app
