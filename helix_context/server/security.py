@@ -90,6 +90,25 @@ def _guard_headers(raw: Any) -> dict[str, str]:
     return found
 
 
+def presented_key(headers: dict[str, str]) -> str:
+    """The API key a request carries (X-API-Key, else a Bearer token), or ''."""
+    supplied = headers.get("x-api-key", "")
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        supplied = supplied or auth[7:].strip()
+    return supplied
+
+
+def key_matches(supplied: str, api_key: str) -> bool:
+    return bool(api_key) and hmac.compare_digest(supplied.encode(), api_key.encode())
+
+
+def request_has_key(raw_headers: Any, api_key: str) -> bool:
+    """For open routes (/health): does this request prove it holds the configured key?
+    With no key configured every caller is trusted alike (loopback only; see check_bind)."""
+    return not api_key or key_matches(presented_key(_guard_headers(raw_headers)), api_key)
+
+
 class GuardMiddleware:
     def __init__(self, app: Any, *, api_key: str, max_body_bytes: int, hosts: HostPolicy | None = None) -> None:
         self.app = app
@@ -131,10 +150,7 @@ class GuardMiddleware:
 
         set_cookie = False
         if self.api_key and path not in OPEN_PATHS:
-            supplied = headers.get("x-api-key", "")
-            auth = headers.get("authorization", "")
-            if auth.lower().startswith("bearer "):
-                supplied = supplied or auth[7:].strip()
+            supplied = presented_key(headers)
             if not supplied and path.startswith("/dashboard") and scope.get("method") == "GET":
                 # a browser cannot send headers: accept the key once in the URL, then from a cookie
                 supplied = _cookie(headers.get("cookie", ""), DASHBOARD_COOKIE)
