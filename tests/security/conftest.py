@@ -33,3 +33,11 @@ def lean(settings: Settings) -> Settings:
 @pytest.fixture
 def server(lean: Settings, server_factory):
     return server_factory(lean)
+
+
+@pytest.fixture
+def upstream_stub():
+    """A started stub upstream (OpenAI and Ollama wire formats); stopped after the test."""
+    stub = load_upstream_stub()().start()
+    yield stub
+    stub.stop()
