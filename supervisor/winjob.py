@@ -20,7 +20,7 @@ from typing import Any
 log = logging.getLogger("helix.supervisor")
 
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
-JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9
+JOBOBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9  # JobObjectExtendedLimitInformation
 
 
 class IO_COUNTERS(ctypes.Structure):
