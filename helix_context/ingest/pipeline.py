@@ -158,7 +158,16 @@ class Ingestor:
         with _Batches(self, report) as batches:
             for text, content_type, metadata in items:
                 report.files_seen += 1
-                batches.add(self._prepare_text(text, content_type, metadata))
+                try:
+                    prepared = self._prepare_text(text, content_type, metadata)
+                except ApiTextRefused:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one text's failure is that text's, as for files
+                    log.warning("could not parse API text %s: %s", metadata.get("path"), exc)
+                    report.skip(str(metadata.get("path") or "<text>"),
+                                f"could not be parsed ({type(exc).__name__}: {exc})")
+                    continue
+                batches.add(prepared)
         report.seconds = time.perf_counter() - started
         return report
 

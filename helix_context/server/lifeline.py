@@ -35,8 +35,22 @@ POLL_S = 0.5
 GRACE_S = 15.0
 
 
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _posix_alive(pid: int) -> Callable[[], bool]:
-    return lambda: os.getppid() == pid
+    parent = os.getppid()
+    if parent == pid:  # the usual case: re-parenting is the one sure sign, immune to pid reuse
+        return lambda: os.getppid() == pid
+    # started through a wrapper (a shell, a launcher): the wrapper going or the supervisor going
+    return lambda: os.getppid() == parent and _pid_exists(pid)
 
 
 def _windows_alive(pid: int) -> Callable[[], bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -90,9 +91,14 @@ def test_lifeline_stops_the_backend_when_the_parent_is_gone_unless_released(heli
     assert lifeline.watch_supervisor({}, home=helix_home) is None  # `helix serve`: nothing to watch
 
 
-def test_posix_parent_check_follows_the_real_parent() -> None:
+@POSIX_ONLY
+def test_posix_parent_check_follows_the_real_parent_or_a_wrapped_supervisor() -> None:
     assert lifeline.parent_alive_check(os.getppid(), platform="linux")()
-    assert not lifeline.parent_alive_check(os.getpid(), platform="linux")()
+    # started through a wrapper: the supervisor's pid is watched as well
+    assert lifeline.parent_alive_check(os.getpid(), platform="linux")()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not lifeline.parent_alive_check(dead.pid, platform="linux")()
 
 
 class RecordingKernel32:
