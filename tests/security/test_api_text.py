@@ -88,3 +88,25 @@ def test_packet_notes_do_not_tell_whether_a_path_outside_the_genome_exists(lean,
         checks = [{i["source_id"]: i["source_check"] for i in p["stale_risk"] + p["verified"]} for p in packets]
         assert checks[0]["private/diary.txt"] == checks[1]["private/nothing-here.txt"]
         assert all(value not in ("missing", "changed", "unchanged") for c in checks for value in c.values())
+
+
+def test_api_text_copying_a_files_chunk_cannot_take_over_its_gene(lean, server_factory, tmp_path) -> None:
+    """Planted first, word for word: the file ingested later still gets its own gene, kind file, verified."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    source = root / "keys.py"
+    source.write_text(ORIGINAL)
+    server = _server(lean, server_factory, root)
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        planted = c.post("/ingest", json={"content": ORIGINAL, "content_type": "code", "embed": False,
+                                          "metadata": {"path": "decoy/keys.py"}})
+        assert planted.status_code == 200
+        assert c.post("/ingest", json={"path": str(root), "embed": False}).json()["genes_added"] >= 1
+        hits = c.post("/fingerprint", json={"query": "rotate_keys", "max_results": 10}).json()["results"]
+        mine = [h for h in hits if h["source_id"] == str(source)]
+        assert mine, hits
+        gene = c.get(f"/genes/{mine[0]['gene_id']}").json()
+        assert gene["provenance"]["source_kind"] == "file" and gene["source_path"] == str(source)
+        packet = c.post("/context/packet", json={"query": "rotate_keys in keys.py", "task_type": "explain"}).json()
+        assert any(i["source_id"] == str(source) and i["source_check"] == "unchanged"
+                   for i in packet["verified"] + packet["stale_risk"])
