@@ -223,7 +223,8 @@ def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, links: _LinkRule)
                 yield Skipped(shown(path), BAD_NAME)
                 continue
             try:
-                is_link = entry.is_symlink()
+                # a Windows junction redirects a folder like a symlink does (Python 3.12+ can tell)
+                is_link = entry.is_symlink() or bool(getattr(entry, "is_junction", lambda: False)())
                 is_dir = entry.is_dir(follow_symlinks=links.follow)
             except OSError as exc:
                 yield Skipped(str(path), f"unreadable: {exc.strerror or exc}")

@@ -157,7 +157,7 @@ class GuardMiddleware:
                 if not supplied:
                     supplied = _query_param(scope.get("query_string", b""), "api_key")
                     set_cookie = bool(supplied)
-            if not hmac.compare_digest(supplied.encode(), self.api_key.encode()):
+            if not key_matches(supplied, self.api_key):
                 await _send_json(send, 401, {"error": {"message": "missing or wrong API key: send it as "
                                  "'Authorization: Bearer <HELIX_API_KEY>' or 'X-API-Key'", "type": "unauthorized"}})
                 return
