@@ -11,7 +11,7 @@ and drives --context /context calls and --chats chats (through the proxy to a st
 the same seeded queries, sampling row counts and the server's RSS ten times. It prints both tables,
 rows added per 1 000 /context calls in the second half, and RSS growth per request there.
 
-    python benchmarks/bench_retention.py [--context 10000] [--chats 1000] [--docs 300]
+    python benchmarks/bench_retention.py [--context 10000] [--chats 1000] [--docs 300] [--full]
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ def free_port() -> int:
 def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstream: str) -> list[dict]:
     home = Path(tempfile.mkdtemp(prefix=f"helix-bench-retention-{label}-"))
     port = free_port()
+    lean = {} if args.full else {"HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0",
+                                 "HELIX_ASSEMBLY_HEADROOM": "0"}
     env = {**os.environ, "HELIX_HOME": str(home), "HELIX_SERVER_PORT": str(port), "PYTHONPATH": str(ROOT),
-           "HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0", "HELIX_ASSEMBLY_HEADROOM": "0",
-           "HELIX_INGEST_WORKERS": "1", "HELIX_PROXY_UPSTREAM_URL": upstream,
+           **lean, "HELIX_INGEST_WORKERS": "1", "HELIX_PROXY_UPSTREAM_URL": upstream,
            **{f"HELIX_RETENTION_{k}": v for k, v in retention.items()}}
     log = open(home / "backend.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "helix_context.server:app", "--host", "127.0.0.1",
@@ -63,16 +64,17 @@ def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstrea
     samples: list[dict] = []
     try:
         with httpx.Client(base_url=url, timeout=60, trust_env=False) as c:
-            for _ in range(600):
+            for _ in range(1200):
                 try:
                     if c.get("/health").status_code == 200:
                         break
                 except httpx.HTTPError:
-                    time.sleep(0.1)
+                    pass
+                time.sleep(0.1)
             rng = random.Random(7)
             for i in range(args.docs):
                 doc = f"Document {i} about {' '.join(rng.sample(WORDS, 6))} and the handler_{i} routine."
-                c.post("/ingest", json={"content": doc, "embed": False, "metadata": {"path": f"docs/{i}.md"}})
+                c.post("/ingest", json={"content": doc, "embed": args.full, "metadata": {"path": f"docs/{i}.md"}})
             server = psutil.Process(proc.pid)
             rng = random.Random(11)
             every = max(1, args.context // max(1, args.chats))
@@ -120,6 +122,9 @@ def main() -> int:
     parser.add_argument("--max-sessions", default="40")
     parser.add_argument("--max-buffer-rows", default="150")
     parser.add_argument("--prune-every", default="25")
+    parser.add_argument("--full", action="store_true",
+                        help="with the optional parts of helix.toml (embeddings, NER, headroom) instead of none; "
+                             "set HELIX_EMBEDDING_MODEL_DIR to a converted model cache")
     args = parser.parse_args()
     on = {"COACTIVATION_PER_GENE": args.per_gene, "MAX_SESSIONS": args.max_sessions,
           "MAX_BUFFER_ROWS": args.max_buffer_rows, "PRUNE_EVERY": args.prune_every}
