@@ -37,6 +37,7 @@ class ServerSettings:
     max_body_bytes: int = 8_000_000
     allowed_ingest_roots: tuple[str, ...] = ()
     log_level: str = "info"
+    allowed_hosts: tuple[str, ...] = ()  # Host names answered besides loopback and `host` (DNS-rebinding guard)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,20 @@ class IngestSettings:
     ignore: tuple[str, ...] = ()
     follow_symlinks: bool = False
     workers: int = 0  # parse processes in all, the main one included; 0 = one per core (at most 9)
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How long bookkeeping tables keep rows (genes themselves follow their files, not this)."""
+
+    coactivation_per_gene: int = 32  # strongest co-activation edges kept per gene
+    coactivation_half_life_days: float = 14.0  # an edge's weight halves this often
+    coactivation_min_weight: float = 0.05  # decayed edges lighter than this are deleted
+    session_ttl_days: float = 30.0  # sessions and chat-buffer rows not seen this long are deleted
+    max_sessions: int = 5_000  # most recent sessions kept
+    max_buffer_rows: int = 50_000  # most recent chat-buffer rows kept (consolidated rows go at once)
+    prune_every: int = 500  # deliveries between prunes
+    prune_interval_s: float = 300.0  # and at least this often while the server runs
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,10 @@ class Attribution:
 
 
 _MINIMUMS: dict[tuple[str, str], int] = {
+    ("retention", "coactivation_per_gene"): 1,
+    ("retention", "max_sessions"): 1,
+    ("retention", "max_buffer_rows"): 1,
+    ("retention", "prune_every"): 1,
     ("ingest", "workers"): 0,
     ("embedding", "batch_size"): 1,
     ("embedding", "max_tokens"): 2,  # [CLS] and [SEP]
@@ -228,6 +247,7 @@ _SECTIONS: dict[str, type] = {
     "watchers": WatcherSettings,
     "telemetry": TelemetrySettings,
     "mcp": McpSettings,
+    "retention": RetentionSettings,
 }
 
 _ENV_ALIASES: dict[str, tuple[str, str]] = {
@@ -260,6 +280,7 @@ class Settings:
     watchers: WatcherSettings = field(default_factory=WatcherSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     mcp: McpSettings = field(default_factory=McpSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     synonyms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     api_key: str = ""
     attribution: Attribution = field(

@@ -23,8 +23,10 @@ from helix_context import signals
 from helix_context.config import Settings, load_config
 from helix_context.assemble import ContextWindow, assemble
 from helix_context.context_packet import build_context_packet
+from helix_context.genome.retention import RetentionClock
 from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
+from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.weigh import Packet
@@ -86,6 +88,7 @@ class HelixContextManager:
         self._retriever: Any = None
         self._parse_pool: ParsePool | None = None
         self.telemetry: Any = None  # set by the server when telemetry is configured
+        self.retention = RetentionClock(self.genome, self.settings.retention)
         # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
         self.genome.embedder_part = self.embedder_part
 
@@ -200,11 +203,13 @@ class HelixContextManager:
         return report
 
     def ingest_path(self, path: str | Path | Sequence[str | Path], *, project: str | None = None, embed: bool = True,
-                    progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+                    progress: Callable[[int, int, str], None] | None = None,
+                    confine_to: Sequence[str | Path] | None = None) -> IngestReport:
         paths = [path] if isinstance(path, (str, Path)) else list(path)
         if (not embed or self.embedder is None) and any(Path(p).is_dir() for p in paths):
             self.start_parse_workers()  # a folder: parsed on every core; start before the NER model loads
-        report = self.ingestor(embed=embed).ingest_paths(paths, project=project, progress=progress)
+        report = self.ingestor(embed=embed).ingest_paths(paths, project=project, progress=progress,
+                                                         confine_to=confine_to)
         self._after_ingest(report)
         return report
 
@@ -306,6 +311,7 @@ class HelixContextManager:
                 self.genome.record_delivery(delivered)
             except GenomeError as exc:  # learning is best effort; the answer is already built
                 log.warning("could not record co-activation: %s", exc)
+            self.retention.tick()
         if self.telemetry is not None:
             self.telemetry.record_retrieval(window.stage_seconds, len(window.genes), window.tier,
                                             zone.max_genes if zone else None)
@@ -379,7 +385,7 @@ class HelixContextManager:
             "degraded": degraded,
             "parts": parts,
             "genome": genome,
-            "upstream": {"url": self.settings.proxy.upstream_url, "kind": self.settings.proxy.upstream_kind},
+            "upstream": {"url": redact_url(self.settings.proxy.upstream_url), "kind": self.settings.proxy.upstream_kind},
             "ribosome": self.ribosome_state(),
             "budget_zone": self.settings.budget.zone_enabled,
             "at": time.time(),

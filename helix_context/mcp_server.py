@@ -408,7 +408,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             content_type: ContentType = None,
             project: Annotated[str | None, Field(max_length=500, description="project name for these genes")] = None,
             source_path: Annotated[str | None, Field(max_length=4096, description=(
-                "where content came from (a file path); shown as the genes' src"))] = None) -> str:
+                "a relative name for the content (like notes/design.md), shown as the genes' src; absolute "
+                "paths are refused: they name files on disk, which are indexed by path"))] = None) -> str:
         async def run() -> str:
             if (path is None) == (content is None):
                 raise ValueError("pass either path (a file or folder the backend may read) or content (text), "
@@ -435,7 +436,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             except BackendError as exc:
                 if path is not None and "(403)" in str(exc):
                     raise BackendError(f"{exc}. Alternatively read the file yourself and pass its text as "
-                                       "content (with source_path set to its path)") from None
+                                       "content (with source_path set to a relative name, like its file name)"
+                                       ) from None
                 raise
             return pager.fit(render_ingest(data), "`helix ingest PATH --json` prints the full report")
 

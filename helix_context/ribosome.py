@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from helix_context.config import Settings
+from helix_context.genome.retention import delete_consolidated
 from helix_context.model_profile import profile
 
 if TYPE_CHECKING:
@@ -204,6 +205,8 @@ async def consolidate(helix: "HelixContextManager", ribosome: Ribosome | None = 
             report.exchanges += len(batch)
             report.method[session_id] = method
         report.sessions += 1
+    if pending:  # their text lives on in the notes genes: the buffer keeps no second copy
+        await anyio.to_thread.run_sync(delete_consolidated, helix.genome)
     report.seconds = time.perf_counter() - started
     return report
 

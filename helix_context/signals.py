@@ -8,6 +8,7 @@ Files:
   shared/signals/server_state.json      restart announcement protocol (backend ↔ supervisor)
   shared/signals/supervisor_status.json the supervisor's status snapshot (tray, helix-status, dashboard)
   shared/signals/ribosome.json          ribosome pause flag (survives backend restarts)
+  shared/signals/backend_released.json  a supervisor left its backend running on purpose (lifeline.py)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from helix_context.config import default_home
 SERVER_STATE = "server_state.json"
 SUPERVISOR_STATUS = "supervisor_status.json"
 RIBOSOME = "ribosome.json"
+BACKEND_RELEASED = "backend_released.json"
+SUPERVISOR_PID_ENV = "HELIX_SUPERVISOR_PID"  # set by the supervisor in its backend's environment
 
 # after the announced downtime, a "restarting" signal stays fresh this long
 STALE_GRACE_S = 10.0
@@ -159,3 +162,13 @@ def set_ribosome_paused(paused: bool, actor: str = "", *, home: Path | None = No
 def ribosome_paused(home: Path | None = None) -> bool:
     data = read_json(signals_dir(home) / RIBOSOME)
     return bool(data and data.get("paused"))
+
+
+def release_backend(pid: int, *, home: Path | None = None) -> None:
+    """The supervisor quits but leaves backend `pid` serving: the backend must not follow it out."""
+    write_json_atomic(signals_dir(home) / BACKEND_RELEASED, {"pid": pid, "at": time.time()})
+
+
+def backend_released(pid: int, home: Path | None = None) -> bool:
+    data = read_json(signals_dir(home) / BACKEND_RELEASED)
+    return bool(data) and data.get("pid") == pid

@@ -243,6 +243,9 @@ class Supervisor:
                 self.status = "stopped"
                 self.backend = None
         elif bp is not None:
+            if bp.owned and bp.pid:  # ours, kept on request: it must not follow us out (lifeline.py)
+                signals.release_backend(bp.pid, home=self.home)
+                bp.release()
             log.info("leaving the backend (pid %s) running: %s", bp.pid,
                      "adopted, not ours to stop" if bp.adopted else "asked to keep it")
         with self._lock:

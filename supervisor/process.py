@@ -22,7 +22,9 @@ from typing import Callable, Mapping, Sequence
 import psutil
 
 from helix_context.config import Settings
+from helix_context.signals import SUPERVISOR_PID_ENV
 
+from supervisor import winjob
 from supervisor.logs import LogCapture
 
 log = logging.getLogger("helix.supervisor")
@@ -48,6 +50,7 @@ def backend_env(settings: Settings, base: Mapping[str, str] | None = None) -> di
     env["HELIX_OTEL_ENABLED"] = "1" if settings.telemetry.enabled else "0"
     env["HELIX_OTEL_ENDPOINT"] = settings.telemetry.endpoint
     env["HELIX_TELEMETRY_PROTOCOL"] = settings.telemetry.protocol
+    env[SUPERVISOR_PID_ENV] = str(os.getpid())  # the backend exits if this process dies (lifeline.py)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("PYTHONIOENCODING", "utf-8")
     return env
@@ -87,6 +90,7 @@ class BackendProcess:
         self.started_at = started_at if started_at is not None else time.time()
         self._proc = proc
         self.exit_code: int | None = None
+        self.job: winjob.KillOnCloseJob | None = None  # Windows: the kernel kills the backend if we die
         self._exited = threading.Event()
         self._stopping = False
         if popen is not None and proc is None:
@@ -109,6 +113,8 @@ class BackendProcess:
         popen = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, close_fds=True, **kwargs)
         bp = cls(popen=popen)
+        bp.job = winjob.create_job()
+        winjob.attach(bp.job, popen)
         assert popen.stdout is not None
         pump = logs.follow(popen.stdout, name=f"backend-log-{popen.pid}")
 
@@ -179,6 +185,14 @@ class BackendProcess:
             return [self._proc.pid, *(c.pid for c in self._proc.children(recursive=True))]
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return [self._proc.pid]
+
+    def release(self) -> None:
+        """We quit and leave this backend serving on purpose: its job object must not kill it with us."""
+        if self.job is not None:
+            try:
+                self.job.release()
+            except OSError as exc:
+                log.warning("could not release backend pid %s from its job object: %s", self.pid, exc)
 
     # ── stopping ──
     def _graceful_signal(self) -> None:

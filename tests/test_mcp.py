@@ -205,6 +205,9 @@ def test_every_tool_over_stdio_against_the_real_backend(backend, tmp_path: Path)
         assert error and "allowed_ingest_roots" in text
         error, text = await call(session, "helix_ingest")
         assert error and "either path" in text
+        # text never stands in for a file on disk: an absolute source_path is refused (409), with the reason
+        error, text = await call(session, "helix_ingest", content=note, source_path=str(tmp_path / "real.py"))
+        assert error and "absolute path" in text
         error, text = await call(session, "helix_stats", page=3)
         assert error and "page 3 does not exist" in text
         error, _ = await call(session, "helix_health")

@@ -25,8 +25,15 @@ class TaggerLike(Protocol):
     def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]: ...
 
 
-def gene_id_for(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+def gene_id_for(content: str, source_kind: str = "file") -> str:
+    """The content hash; text that did not come from a file on disk hashes with its kind in front.
+
+    Why: identical chunks are stored once, and the first writer's provenance stays on the row. Kept
+    apart, API text (or a session note) that copies a chunk of a file can never own that file's gene
+    and make it look like API text (unverifiable, pointing at another name).
+    """
+    data = content if source_kind == "file" else f"{source_kind}\x00{content}"
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path: str | None,
@@ -57,7 +64,7 @@ def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path
     for chunk, chunk_tags, symbols in zip(chunks, tags, held):
         facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
         genes.append(Gene(
-            gene_id=gene_id_for(chunk.content),
+            gene_id=gene_id_for(chunk.content, provenance.source_kind),
             content=chunk.content,
             content_type=chunk.content_type,
             language=chunk.language,

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Protocol
 
 import numpy as np
@@ -81,6 +82,30 @@ class IngestReport:
         return ", ".join(parts)
 
 
+class ApiTextRefused(ValueError):
+    """API text that would stand in for a file on disk (the server answers 409 with the message)."""
+
+
+def api_text_refusal(path: str | None, source_kind: str) -> str | None:
+    """Why text sent through the API (HTTP, MCP, session notes) may not be stored under this name and kind.
+
+    Why: genes from disk are keyed by their file's absolute path and checked against the file when
+    weighed. API text therefore lives in its own namespace, relative names (``notes/design.md``), and
+    never claims the source kind ``file``: it can neither replace a file's genes nor pass for them,
+    and weighing never touches a path an API caller chose (which would tell them whether it exists).
+    """
+    if source_kind == "file":
+        return ("source_kind 'file' is reserved for files read from disk; leave it out (API text is kind 'api') "
+                "or ingest the file itself with `helix ingest PATH` or POST /ingest {\"path\": ...}")
+    if path is None:
+        return None
+    if (path.startswith(("/", "\\", "~")) or PurePosixPath(path).is_absolute() or PureWindowsPath(path).drive):
+        return (f"metadata.path {path[:200]!r} is an absolute path, which names a file on disk; API text is "
+                "stored under a relative name of your choosing (like notes/design.md). To index the file "
+                "itself, use `helix ingest PATH` or POST /ingest {\"path\": ...}")
+    return None
+
+
 @dataclass
 class _Prepared:
     """One file, chunked and tagged, waiting for embeddings and its transaction."""
@@ -133,15 +158,28 @@ class Ingestor:
         with _Batches(self, report) as batches:
             for text, content_type, metadata in items:
                 report.files_seen += 1
-                batches.add(self._prepare_text(text, content_type, metadata))
+                try:
+                    prepared = self._prepare_text(text, content_type, metadata)
+                except ApiTextRefused:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one text's failure is that text's, as for files
+                    log.warning("could not parse API text %s: %s", metadata.get("path"), exc)
+                    report.skip(str(metadata.get("path") or "<text>"),
+                                f"could not be parsed ({type(exc).__name__}: {exc})")
+                    continue
+                batches.add(prepared)
         report.seconds = time.perf_counter() - started
         return report
 
     def _prepare_text(self, text: str, content_type: str | None, metadata: dict[str, Any]) -> _Prepared:
         now = time.time()
         path = str(metadata["path"]) if metadata.get("path") else None
+        source_kind = str(metadata.get("source_kind") or "api")
+        refused = api_text_refusal(path, source_kind)
+        if refused is not None:
+            raise ApiTextRefused(refused)
         prov = Provenance(
-            source_kind=str(metadata.get("source_kind", "api")),
+            source_kind=source_kind,
             volatility_class=str(metadata.get("volatility_class", "stable")),
             authority_class=str(metadata.get("authority_class", "primary" if path else "derived")),
             observed_at=now,
@@ -155,15 +193,18 @@ class Ingestor:
         return _Prepared(None, path, genes, {}, len(encoded))
 
     def ingest_paths(self, paths: Sequence[str | Path], *, project: str | None = None,
-                     progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
-        """Walk, skip what is unchanged, replace what changed, retire what vanished."""
+                     progress: Callable[[int, int, str], None] | None = None,
+                     confine_to: Sequence[str | Path] | None = None) -> IngestReport:
+        """Walk, skip what is unchanged, replace what changed, retire what vanished.
+        `confine_to`: folders a followed symlink may point into (default: the walked root itself)."""
         started = time.perf_counter()
         report = IngestReport(embedded=self.embedder is not None)
         cfg = self.settings.ingest
         entries: list[FileEntry] = []
         walked_roots: list[Path] = []
         for item in walk(paths, max_file_bytes=cfg.max_file_bytes, ignore=cfg.ignore,
-                         respect_gitignore=cfg.respect_gitignore, follow_symlinks=cfg.follow_symlinks):
+                         respect_gitignore=cfg.respect_gitignore, follow_symlinks=cfg.follow_symlinks,
+                         confine_to=confine_to):
             if isinstance(item, FileEntry):
                 entries.append(item)
             elif isinstance(item, Skipped):
@@ -277,8 +318,8 @@ class Ingestor:
             genes = list(zip(item.genes, vectors[offset:offset + len(item.genes)]))
             writes.append(SourceWrite(item.record, item.path, genes, item.forms))
             offset += len(item.genes)
-        for item, result in zip(pending, self.genome.replace_sources(writes)):
-            if isinstance(result, GenomeError):
+        for item, result in zip(pending, self._replace(writes)):
+            if isinstance(result, Exception):
                 report.skip(item.path or "<text>", str(result))
                 continue
             report.files_ingested += 1
@@ -286,6 +327,18 @@ class Ingestor:
             report.genes_added += result.added
             report.genes_replaced += result.replaced
             report.genes_reused += result.reused
+
+    def _replace(self, writes: list[SourceWrite]) -> list[Any]:
+        """The store's per-file results; a failure the store does not expect (a bad value in one file's
+        genes) is retried file by file, so it costs that file alone and never the whole ingest."""
+        try:
+            return self.genome.replace_sources(writes)
+        except Exception:  # noqa: BLE001 - anything: the batch rolled back, find the file that breaks it
+            if len(writes) == 1:
+                exc = sys.exc_info()[1]
+                log.warning("could not store %s: %s", writes[0].path, exc)
+                return [GenomeError(f"could not be stored ({type(exc).__name__}: {exc})")]
+        return [result for write in writes for result in self._replace([write])]
 
     def _vectors(self, pending: list[_Prepared]) -> list[np.ndarray | None]:
         genes = [g for p in pending for g in p.genes]

@@ -2,6 +2,12 @@
 
 Yields plain records: a file to look at, or a path skipped with the reason, so
 the pipeline can report every skip instead of silently dropping it.
+
+A walked folder may be hostile: symlinks pointing at secrets elsewhere, names that
+are not valid text. With ``follow_symlinks = false`` no symlink below a walked root is
+followed, file or folder; with ``true`` a link is followed only when its target lies
+inside the walked root (or inside ``confine_to``, the allowed ingest roots of the
+server). A name that cannot be stored as UTF-8 text is skipped with its reason.
 """
 
 from __future__ import annotations
@@ -86,16 +92,53 @@ class _Ignore:
         return False
 
 
+def shown(path: str | Path) -> str:
+    """A path as text that can be stored, printed and sent as JSON: bytes that are not UTF-8
+    (kept by the OS as lone surrogates) are written as \\xNN escapes."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape" if os.name != "nt" else "surrogatepass").decode(
+            "utf-8", "backslashreplace")
+
+
+def bad_name(path: str | Path) -> bool:
+    """True when the name cannot be stored as UTF-8 text (the genome keys every gene by its path)."""
+    try:
+        os.fspath(path).encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+BAD_NAME = "file name is not valid UTF-8 (it cannot be stored or shown as text); rename it to index it"
+
+
+def within(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
 def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[str] = (),
-         respect_gitignore: bool = True, follow_symlinks: bool = False) -> Iterator[FileEntry | Skipped | WalkedRoot]:
+         respect_gitignore: bool = True, follow_symlinks: bool = False,
+         confine_to: Sequence[str | Path] | None = None) -> Iterator[FileEntry | Skipped | WalkedRoot]:
+    """`confine_to`: where a followed symlink may point (resolved folders); None = each walked root itself."""
     rules = _Ignore(ignore, respect_gitignore)
+    confine = None if confine_to is None else [Path(c).expanduser().resolve() for c in confine_to]
     for raw in paths:
+        if bad_name(raw):
+            yield Skipped(shown(raw), BAD_NAME)
+            continue
         root = Path(raw).expanduser()
         try:
             root = root.resolve(strict=True)
         except (OSError, RuntimeError) as exc:
             reason = "symlink loop" if isinstance(exc, RuntimeError) or "loop" in str(exc).lower() else "does not exist"
             yield Skipped(str(raw), f"{reason}: check the path")
+            continue
+        if bad_name(root):
+            yield Skipped(shown(root), BAD_NAME)
             continue
         if root.is_file():
             entry = _file_entry(root, root.parent, max_file_bytes)
@@ -105,7 +148,8 @@ def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[s
             yield Skipped(str(root), "not a regular file or folder")
             continue
         complete = True
-        for item in _walk_dir(root, rules, max_file_bytes, follow_symlinks):
+        links = _LinkRule(follow_symlinks, confine if confine is not None else [root])
+        for item in _walk_dir(root, rules, max_file_bytes, links):
             if isinstance(item, Skipped) and item.reason.startswith("unreadable folder"):
                 complete = False
             yield item
@@ -133,7 +177,27 @@ def _stat(entry: os.DirEntry[str]) -> os.stat_result | str:
         return "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
 
 
-def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: bool) -> Iterator[FileEntry | Skipped]:
+@dataclass(frozen=True)
+class _LinkRule:
+    follow: bool
+    confine: Sequence[Path]
+
+    def refusal(self, link: Path) -> str | None:
+        """Why this symlink is not followed, or None when it may be."""
+        if not self.follow:
+            return "symlink not followed ([ingest] follow_symlinks = false)"
+        try:
+            target = link.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            return "symlink loop" if isinstance(exc, RuntimeError) or "loop" in str(exc).lower() \
+                else "broken symlink: its target does not exist"
+        if not within(target, self.confine):
+            return (f"symlink target {shown(target)} is outside the walked folder"
+                    f"{'s' if len(self.confine) > 1 else ''} ({', '.join(shown(c) for c in self.confine)}): not followed")
+        return None
+
+
+def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, links: _LinkRule) -> Iterator[FileEntry | Skipped]:
     # explicit stack instead of recursion: deep trees must not hit the recursion limit
     root_spec = rules.load(root)
     stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec]]]] = [
@@ -155,17 +219,22 @@ def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: 
         subdirs: list[Path] = []
         for entry in entries:
             path = Path(entry.path)
+            if bad_name(entry.name):
+                yield Skipped(shown(path), BAD_NAME)
+                continue
             try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir(follow_symlinks=follow_symlinks)
+                # a Windows junction redirects a folder like a symlink does (Python 3.12+ can tell)
+                is_link = entry.is_symlink() or bool(getattr(entry, "is_junction", lambda: False)())
+                is_dir = entry.is_dir(follow_symlinks=links.follow)
             except OSError as exc:
                 yield Skipped(str(path), f"unreadable: {exc.strerror or exc}")
                 continue
             if rules.ignored(specs, root, path, is_dir):
                 continue
-            if is_link and not follow_symlinks:
-                if os.path.isdir(path) or not os.path.exists(path):
-                    yield Skipped(str(path), "symlink not followed ([ingest] follow_symlinks = false)")
+            if is_link:
+                refused = links.refusal(path)
+                if refused is not None:
+                    yield Skipped(str(path), refused)
                     continue
             if is_dir:
                 st = _stat(entry)

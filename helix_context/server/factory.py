@@ -15,7 +15,10 @@ from fastapi import FastAPI
 
 from helix_context import signals
 from helix_context.config import Settings, load_config
+from helix_context.server import lifeline
 from helix_context.server.errors import install_error_handlers
+from helix_context import redact as log_redact
+from helix_context.server.browser_guard import HostPolicy
 from helix_context.server.security import GuardMiddleware
 from helix_context.telemetry import Telemetry, instrument_app
 
@@ -52,6 +55,15 @@ def _freeze_heap(_: object) -> None:
     gc.freeze()
 
 
+async def _prune_periodically(helix: Any) -> None:
+    """Retention while the server runs, also when no request triggers it (see genome/retention.py)."""
+    every = max(1.0, min(helix.settings.retention.prune_interval_s, 60.0))
+    while True:
+        await asyncio.sleep(every)
+        if helix.retention.due():
+            await asyncio.to_thread(helix.retention.run)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_config()
 
@@ -70,10 +82,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.warmup.add_done_callback(_freeze_heap)
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home)
+        app.state.housekeeping = asyncio.create_task(_prune_periodically(helix))
+        lifeline.watch_supervisor(os.environ, home=settings.home)  # exit with our supervisor (lifeline.py)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
         try:
             yield
         finally:
+            app.state.housekeeping.cancel()
             app.state.helix.close()
             telemetry.shutdown()
             current, stale, _ = signals.read_server_state(settings.home)
@@ -90,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         **_no_native_telemetry(),
     )
     app.state.settings = settings
+    log_redact.install()  # ?api_key= and other query values never reach the access log
     telemetry = Telemetry(settings, "helix-backend")
     app.state.telemetry = telemetry
     install_error_handlers(app)
@@ -101,6 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         fast_path = getattr(module, "fast_path", None)
         if fast_path is not None:  # added before the guard, so inside it: keys and body limits still apply
             app.add_middleware(fast_path)
-    app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes)
+    app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes,
+                       hosts=HostPolicy.build(settings.server.host, settings.server.allowed_hosts))
     instrument_app(app, telemetry)  # outermost: also counts 401/413 answers
     return app

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from helix_context.config import Settings
+from helix_context.ingest.pipeline import ApiTextRefused
 from helix_context.manager import HelixContextManager
 from helix_context.server.deps import get_helix, get_settings
 from helix_context.server.errors import HelixHTTPError
@@ -90,7 +91,9 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
                                  "forbidden")
         if not resolved.exists():
             raise HelixHTTPError(404, f"{resolved} does not exist", "not_found")
-        report = helix.ingest_path(resolved, project=body.project, embed=body.embed)
+        # a followed symlink may point anywhere under the allowed roots, never outside them
+        roots = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
+        report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=roots)
         return report.to_dict()
     if not body.content or not body.content.strip():
         raise HelixHTTPError(422, "content is empty: nothing to ingest")
@@ -99,7 +102,10 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
     metadata = body.metadata_dict()
     if body.project and "project" not in metadata:
         metadata["project"] = body.project
-    report = helix.ingest(body.content, body.content_type, metadata, embed=body.embed)
+    try:
+        report = helix.ingest(body.content, body.content_type, metadata, embed=body.embed)
+    except ApiTextRefused as exc:
+        raise HelixHTTPError(409, str(exc), "conflict") from None
     return report.to_dict()
 
 

@@ -10,14 +10,21 @@ from fastapi import APIRouter, Depends, Request
 
 from helix_context.manager import HelixContextManager
 from helix_context.server.deps import get_helix
+from helix_context.server.security import request_has_key
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/health")
 def health(request: Request, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
-    """ok / degraded, each optional part, the upstream, the PID."""
+    """ok / degraded, each optional part, the upstream, the PID.
+
+    /health answers without a key (liveness for the supervisor and load balancers); where a key is
+    configured, a caller without it learns only whether the server is up, never where the genome
+    lives, which upstream it talks to, or the process id."""
     report = helix.health()
+    if not request_has_key(request.scope.get("headers", ()), helix.settings.api_key):
+        return {"status": report["status"]}
     report["pid"] = os.getpid()
     report["uptime_s"] = round(time.time() - request.app.state.started_at, 3)
     return report

@@ -1,7 +1,9 @@
-"""Request guards: API key, loopback-only admin routes, body size limit.
+"""Request guards: Host allow-list, no cross-site state changes, API key, loopback-only admin routes,
+body size limit.
 
 Pure ASGI middleware (not BaseHTTPMiddleware) so streaming proxy responses
-pass through untouched and the checks cost microseconds.
+pass through untouched and the checks cost microseconds. The factory puts it
+outside every route and fast path, so routes added later are covered too.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import hmac
 import ipaddress
 import json
 from typing import Any, Awaitable, Callable
+
+from helix_context.server.browser_guard import HostPolicy, cross_site_message, cross_site_refusal
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -71,7 +75,8 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
-_GUARD_HEADERS = frozenset((b"x-api-key", b"authorization", b"cookie", b"content-length"))
+_GUARD_HEADERS = frozenset((b"x-api-key", b"authorization", b"cookie", b"content-length", b"host", b"origin",
+                            b"sec-fetch-site"))
 
 
 def _guard_headers(raw: Any) -> dict[str, str]:
@@ -85,34 +90,74 @@ def _guard_headers(raw: Any) -> dict[str, str]:
     return found
 
 
+def presented_key(headers: dict[str, str]) -> str:
+    """The API key a request carries (X-API-Key, else a Bearer token), or ''."""
+    supplied = headers.get("x-api-key", "")
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        supplied = supplied or auth[7:].strip()
+    return supplied
+
+
+def key_matches(supplied: str, api_key: str) -> bool:
+    return bool(api_key) and hmac.compare_digest(supplied.encode(), api_key.encode())
+
+
+def request_has_key(raw_headers: Any, api_key: str) -> bool:
+    """For open routes (/health): does this request prove it holds the configured key?
+    With no key configured every caller is trusted alike (loopback only; see check_bind)."""
+    return not api_key or key_matches(presented_key(_guard_headers(raw_headers)), api_key)
+
+
 class GuardMiddleware:
-    def __init__(self, app: Any, *, api_key: str, max_body_bytes: int) -> None:
+    def __init__(self, app: Any, *, api_key: str, max_body_bytes: int, hosts: HostPolicy | None = None) -> None:
         self.app = app
         self.api_key = api_key
         self.max_body_bytes = max_body_bytes
+        self.hosts = hosts or HostPolicy()
+
+    def _browser_refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        """A forged Host (DNS rebinding) or a foreign page asking for a state change: status and body."""
+        refused = self.hosts.host_refusal(headers.get("host"))
+        if refused is not None:
+            return 400, {"error": {"message": refused, "type": "host_not_allowed"}}
+        method: str = scope.get("method", "GET")
+        label = cross_site_refusal(method, headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"),
+                                   websocket=scope["type"] == "websocket")
+        if label is not None:
+            message = cross_site_message(method, scope.get("path", ""), label)
+            return 403, {"error": {"message": message, "type": "cross_site_refused"}}
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         path: str = scope.get("path", "")
         headers = _guard_headers(scope.get("headers", ()))
+        refusal = self._browser_refusal(scope, headers)
+        if scope["type"] == "websocket":
+            if refusal is not None:
+                await send({"type": "websocket.close", "code": 1008})  # the server answers the handshake with 403
+                return
+            await self.app(scope, receive, send)
+            return
+        if refusal is not None:
+            await _send_json(send, *refusal)
+            return
         client = scope.get("client")
         client_host = client[0] if client else None
 
         set_cookie = False
         if self.api_key and path not in OPEN_PATHS:
-            supplied = headers.get("x-api-key", "")
-            auth = headers.get("authorization", "")
-            if auth.lower().startswith("bearer "):
-                supplied = supplied or auth[7:].strip()
+            supplied = presented_key(headers)
             if not supplied and path.startswith("/dashboard") and scope.get("method") == "GET":
                 # a browser cannot send headers: accept the key once in the URL, then from a cookie
                 supplied = _cookie(headers.get("cookie", ""), DASHBOARD_COOKIE)
                 if not supplied:
                     supplied = _query_param(scope.get("query_string", b""), "api_key")
                     set_cookie = bool(supplied)
-            if not hmac.compare_digest(supplied.encode(), self.api_key.encode()):
+            if not key_matches(supplied, self.api_key):
                 await _send_json(send, 401, {"error": {"message": "missing or wrong API key: send it as "
                                  "'Authorization: Bearer <HELIX_API_KEY>' or 'X-API-Key'", "type": "unauthorized"}})
                 return

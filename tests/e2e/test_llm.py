@@ -114,7 +114,7 @@ def helix_proxy(llama_server, settings, server_factory, monkeypatch):
     cfg = settings.replace(proxy={"upstream_url": llama_server, "upstream_kind": "auto", "timeout_s": 120.0},
                            embedding={"enabled": False}, assembly={"headroom": False})
     server = server_factory(cfg)
-    server.app.state.helix.ingest(FACT, content_type="text", metadata={"path": "/srv/docs/build-server.md"},
+    server.app.state.helix.ingest(FACT, content_type="text", metadata={"path": "srv/docs/build-server.md"},
                                   embed=False)
     return server, OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=180)
 

@@ -111,7 +111,7 @@ def test_admin_routes_answer_loopback_only(server) -> None:
 
     async def remote() -> httpx.Response:
         transport = httpx.ASGITransport(app=server.app, client=("203.0.113.7", 40000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://helix") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             return await c.post("/admin/vacuum")
 
     r = asyncio.run(remote())

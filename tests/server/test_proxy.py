@@ -84,7 +84,7 @@ def start(settings, server_factory, monkeypatch):
     return _start
 
 
-def _ingest(server, text: str = FACT, path: str = "/srv/zorblax/README.md") -> None:
+def _ingest(server, text: str = FACT, path: str = "srv/zorblax/README.md") -> None:
     report = server.app.state.helix.ingest(text, content_type="text", metadata={"path": path}, embed=False)
     assert report.genes_added >= 1
 
