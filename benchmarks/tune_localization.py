@@ -184,7 +184,7 @@ def tests_wanted(record: Record) -> bool:
     return _TESTS_WANTED[record.instance_id]
 
 
-def rank(record: Record, weights: dict[str, float], locate_w, window: int, file_decay=None):
+def rank(record: Record, weights: dict[str, float], locate_w, window: int):
     """Files and spans for one record, with `weights` as the code weights (prose keeps its configured ones)."""
     from helix_context.models import ScoredGene
     from helix_context.retrieve import locate as locate_mod
@@ -194,17 +194,17 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, file_
         _PROSE.update(prose_weights())
     code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
     fused = fuse_weighted(record.per_signal, _PROSE, code_rows, weights)
-    ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))[:window]
-    items = [ScoredGene(record.genes[r], score, parts) for r, (score, parts) in ranked
+    ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    items = [ScoredGene(record.genes[r], score, parts) for r, (score, parts) in ranked[:window]
              if r in record.genes and record.genes[r].tier != "archived"]
-    pointers = locate_mod.score_pointers(items, record.spans, record.defs, locate_w, tests_wanted=tests_wanted(record))
-    saved = locate_mod.FILE_DECAY
-    if file_decay is not None:
-        locate_mod.FILE_DECAY = file_decay
-    try:
-        files = locate_mod.rank_files(pointers)
-    finally:
-        locate_mod.FILE_DECAY = saved
+    wanted = tests_wanted(record)
+    pointers = locate_mod.score_pointers(items, record.spans, record.defs, locate_w, tests_wanted=wanted)
+    mass = {}
+    if locate_w.mass > 0:
+        wide = [(record.genes[r].source_path, s) for r, (s, _) in ranked[:locate_mod.MASS_WINDOW]
+                if r in record.genes and record.genes[r].source_path]
+        mass = locate_mod.file_mass(wide, tests_factor=locate_w.tests, tests_wanted=wanted)
+    files = locate_mod.rank_files(pointers, mass=mass, mass_weight=locate_w.mass)
     root = record.root
 
     def rel(p: str | None) -> str:
@@ -215,10 +215,10 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, file_
     return [rel(h.path) for h in files[:10]], spans
 
 
-def score(records: list[Record], weights, locate_w, window: int, file_decay=None) -> dict[str, float]:
+def score(records: list[Record], weights, locate_w, window: int) -> dict[str, float]:
     rows = []
     for rec in records:
-        files, spans = rank(rec, weights, locate_w, window, file_decay)
+        files, spans = rank(rec, weights, locate_w, window)
         rows.append({**file_metrics(files, set(rec.gold)), **span_metrics(spans, rec.gold)})
     return {k: round(statistics.fmean(r[k] for r in rows), 3) for k in rows[0]}
 
@@ -254,7 +254,7 @@ def tune(args: argparse.Namespace) -> int:
     cfg = load_config().retrieval
     weights = code_weights()
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
-                             cfg.locate_tests)
+                             cfg.locate_tests, cfg.locate_file_mass)
 
     def measure(w: dict[str, float], lw: LocateWeights) -> tuple[float, dict[str, float]]:
         m = score(records, w, lw, LOCATE_WINDOW)
@@ -281,7 +281,7 @@ def tune(args: argparse.Namespace) -> int:
     ranges = {"fts": (0.4, 0.6, 0.8, 1.0, 1.2), "tags": (0.0, 0.3, 0.6, 0.9), "path": (0.25, 0.5, 1.0),
               "path_terms": (0.0, 0.1, 0.2, 0.4), "dense": (0.75, 1.0, 1.5, 2.0), "definition": (0.4, 0.8, 1.2, 1.6)}
     locate_ranges = {"symbol": (0.3, 0.45, 0.6, 0.8), "definition": (0.4, 0.8, 1.2), "name": (0.0, 0.15, 0.3, 0.5),
-                     "tests": (0.5, 0.7, 0.85, 1.0)}
+                     "tests": (0.5, 0.7, 0.85, 1.0), "mass": (0.0, 0.25, 0.5, 0.75, 1.0)}
     started = time.perf_counter()
     for round_ in range(args.rounds):
         for name, values in ranges.items():

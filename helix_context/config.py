@@ -105,6 +105,7 @@ class RetrievalSettings:
     locate_definition: float = 0.8
     locate_name: float = 0.3
     locate_tests: float = 0.7
+    locate_file_mass: float = 0.5
     # genes of code are weighed with these (chosen on code questions; the weight_* above on prose)
     code_weight_fts: float = 0.8
     code_weight_tags: float = 0.6

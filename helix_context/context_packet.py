@@ -37,10 +37,11 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)
     packet = weigh_retrieval(retrieval, task, settings.weigh)
-    return point_at_symbols(packet, retrieval.pointers, group_by)
+    return point_at_symbols(packet, retrieval.pointers, group_by, retrieval.file_mass, retriever.locate_weights.mass)
 
 
-def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str = "symbol") -> Packet:
+def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str = "symbol",
+                     mass: dict[str, float] | None = None, mass_weight: float = 0.0) -> Packet:
     """Each item points at the symbol of its gene that matched best, not at the whole stored gene.
 
     The verdict stays the gene's (freshness and the live source check are per stored text).
@@ -59,7 +60,8 @@ def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str 
     files: tuple[dict[str, Any], ...] = ()
     if group_by == "file":
         shown = {i.gene_id for i in packet.items}
-        files = tuple(file_hit_dict(h) for h in rank_files([p for p in pointers if p.gene.gene_id in shown]))
+        files = tuple(file_hit_dict(h) for h in rank_files([p for p in pointers if p.gene.gene_id in shown],
+                                                           mass=mass, mass_weight=mass_weight))
     return dataclasses.replace(packet, verified=tuple(map(narrow, packet.verified)),
                                stale_risk=tuple(map(narrow, packet.stale_risk)), files=files)
 

@@ -333,7 +333,8 @@ class HelixContextManager:
         retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False,
                                             pointers=True)
         if group_by == "file":
-            return [file_hit_dict(hit) for hit in rank_files(retrieval.pointers)[:max_results]]
+            hits = rank_files(retrieval.pointers, mass=retrieval.file_mass, mass_weight=self.retriever.locate_weights.mass)
+            return [file_hit_dict(hit) for hit in hits[:max_results]]
         return [pointer_dict(p) for p in retrieval.pointers[:max_results]]
 
     def packet(self, query: str, task_type: str = "edit", *, project: str | None = None,

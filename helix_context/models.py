@@ -141,3 +141,4 @@ class Retrieval:
     zone_cap: int | None = None  # genes allowed by the budget zone, when it applied
     stage_seconds: dict[str, float] = field(default_factory=dict)
     pointers: tuple[Pointer, ...] = ()  # symbol-level answer spans, best first (when asked for)
+    file_mass: dict[str, float] = field(default_factory=dict)  # path → share of the wider ranking (with pointers)

@@ -55,6 +55,21 @@ def symbols_named(conn: sqlite3.Connection, leaves: Iterable[str], per_name: int
     return out
 
 
+def frame_symbols(conn: sqlite3.Connection, frames: Iterable[tuple[str, str]]) -> dict[str, list[SymbolRow]]:
+    """Lowercased function name → its definitions in files of the frame's file name.
+
+    A traceback frame names the file, so a name defined in hundreds of places (`__new__`)
+    still points at one or two of them.
+    """
+    out: dict[str, list[SymbolRow]] = {}
+    for tail, leaf in dict.fromkeys((t.lower(), f.lower()) for t, f in frames):
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ?", (leaf,)).fetchall()
+        hits = [SymbolRow(*r) for r in rows if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
+        if hits:
+            out.setdefault(leaf, []).extend(hits)
+    return out
+
+
 def symbols_of_path(conn: sqlite3.Connection, path: str) -> list[SymbolRow]:
     return [SymbolRow(*r) for r in conn.execute(
         f"SELECT {_COLUMNS} FROM symbols WHERE path = ? ORDER BY start_line", (path,))]
@@ -79,6 +94,16 @@ def code_rowids(conn: sqlite3.Connection, rowids: Iterable[int]) -> set[int]:
         marks = ",".join("?" * len(part))
         out.update(r for (r,) in conn.execute(
             f"SELECT id FROM genes WHERE content_type = 'code' AND id IN ({marks})", list(part)))
+    return out
+
+
+def gene_paths(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """Gene rowid → its source path, without reading (or decompressing) the genes' text."""
+    out: dict[int, str] = {}
+    for part in _chunks(list(rowids)):
+        marks = ",".join("?" * len(part))
+        out.update(conn.execute(f"SELECT id, source_path FROM genes WHERE id IN ({marks}) AND source_path IS NOT NULL",
+                                list(part)).fetchall())
     return out
 
 

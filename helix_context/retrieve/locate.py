@@ -30,6 +30,8 @@ from helix_context.retrieve.terms import WeighedTerms, stem_words
 MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing
 K1, B, AVG_CHARS = 1.2, 0.75, 900.0
 FILE_DECAY = (1.0, 0.35, 0.15)  # weights of a file's best, second and third pointer
+MASS_WINDOW = 200  # genes of the fused ranking whose files gather "mass"
+MASS_DECAY = 0.5  # each further gene of one file adds this much less
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class LocateWeights:
     definition: float = 0.8  # the query names this symbol as code
     name: float = 0.0  # the query's words are the words of the symbol's name (normalised to the best name)
     tests: float = 1.0  # a span in a test file counts this much when the query does not ask about tests
+    mass: float = 0.0  # files: weight of a file's share of the wider ranking next to its best pointers
 
 
 TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "conftest"})
@@ -71,20 +74,23 @@ def definitions(genome: Genome, qs: QuerySignals) -> dict[int, tuple[SymbolRow, 
     if not qs.definitions:
         return {}
     found = symbols_sql.symbols_named(genome.conn, [d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME)
+    framed = symbols_sql.frame_symbols(genome.conn, qs.frames) if qs.frames else {}
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
     out: dict[int, tuple[SymbolRow, float]] = {}
     for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):
         rows = found.get(name)
-        if not rows or len(rows) > MAX_DEFINITIONS_PER_NAME:
-            continue
-        base = 1.0 / (1.0 + math.log(len(rows))) / (1.0 + 0.05 * rank)
-        for row in rows:
-            weight = base
-            tail = row.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-            if (tail, name) in frame_files:
-                weight = max(weight, 1.0)
-            if row.id not in out or out[row.id][1] < weight:
-                out[row.id] = (row, weight)
+        if rows and len(rows) <= MAX_DEFINITIONS_PER_NAME:
+            base = 1.0 / (1.0 + math.log(len(rows))) / (1.0 + 0.05 * rank)
+            for row in rows:
+                weight = base
+                tail = row.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+                if (tail, name) in frame_files:
+                    weight = max(weight, 1.0)
+                if row.id not in out or out[row.id][1] < weight:
+                    out[row.id] = (row, weight)
+        for row in framed.get(name, ()):  # a frame's function in a file of the frame's name, however common
+            if row.id not in out or out[row.id][1] < 1.0:
+                out[row.id] = (row, 1.0)
     return out
 
 
@@ -223,16 +229,40 @@ def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
                           tests_wanted=tests_wanted)
 
 
-def rank_files(pointers: Sequence[Pointer], per_file: int = 3) -> list[FileHit]:
-    """Files by the evidence of their best pointers; each keeps its best `per_file` spans."""
+def file_mass(ranked: Sequence[tuple[str, float]], *, tests_factor: float = 1.0,
+              tests_wanted: bool = False) -> dict[str, float]:
+    """Path → how much of the wider fused ranking its genes hold (best file 1.0).
+
+    Why: pointers come from the best few dozen genes only; a file whose many genes all
+    rank fairly well (the module the issue is about) deserves credit a single strong
+    stray gene elsewhere does not get. Later genes of one file count less and less.
+    """
+    mass: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    best = max((s for _, s in ranked), default=0.0) or 1.0
+    for path, score in ranked:
+        k = seen.get(path, 0)
+        seen[path] = k + 1
+        factor = tests_factor if tests_factor != 1.0 and not tests_wanted and is_test_path(path) else 1.0
+        mass[path] = mass.get(path, 0.0) + factor * score / best * MASS_DECAY ** k
+    top = max(mass.values(), default=0.0) or 1.0
+    return {p: m / top for p, m in mass.items()}
+
+
+def rank_files(pointers: Sequence[Pointer], per_file: int = 3, *, mass: dict[str, float] | None = None,
+               mass_weight: float = 0.0) -> list[FileHit]:
+    """Files by the evidence of their best pointers (plus their mass); each keeps its best `per_file` spans."""
     groups: dict[str, list[Pointer]] = {}
     for p in pointers:
         key = p.path or p.gene.gene_id
         group = groups.setdefault(key, [])
         if not any(q.start_line == p.start_line and q.symbol == p.symbol for q in group):
             group.append(p)
-    hits = [FileHit(path, round(sum(w * p.score for w, p in zip(FILE_DECAY, group)), 6), tuple(group[:per_file]))
-            for path, group in groups.items()]
+    own = {path: sum(w * p.score for w, p in zip(FILE_DECAY, group)) for path, group in groups.items()}
+    if mass and mass_weight > 0:
+        top = max(own.values(), default=0.0) or 1.0
+        own = {path: v / top + mass_weight * mass.get(path, 0.0) for path, v in own.items()}
+    hits = [FileHit(path, round(own[path], 6), tuple(group[:per_file])) for path, group in groups.items()]
     hits.sort(key=lambda h: (-h.score, h.path))
     return hits
 

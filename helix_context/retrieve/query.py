@@ -32,8 +32,10 @@ does doesn don isn wasn whats where's what's how's it's file files code
 """.split())
 
 _PHRASE_RE = re.compile(r'"([^"]{2,200})"')
-_PATH_RE = re.compile(r"(?:[\w.\-]+[\\/])+[\w.\-]+|[\w\-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
-                      r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b")
+# starts only where a name starts, segments at most 255 characters: a 64 KB run of letters
+# otherwise costs quadratic backtracking (seconds per query)
+_PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
+                      r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b)")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -15,7 +15,8 @@ from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS
-from helix_context.retrieve.locate import LocateWeights, definition_gene_scores, definitions, locate, wants_tests
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, definition_gene_scores, definitions,
+                                          file_mass, locate, wants_tests)
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
 from helix_context.genome import symbols_sql
 from helix_context.genome.symbols_sql import SymbolRow
@@ -62,7 +63,7 @@ class Retriever:
                              "coactivation": cfg.code_weight_coactivation, "definition": cfg.code_weight_definition}
         self.locate_weights = LocateWeights(gene=cfg.locate_gene, symbol=cfg.locate_symbol,
                                             definition=cfg.locate_definition, name=cfg.locate_name,
-                                            tests=cfg.locate_tests)
+                                            tests=cfg.locate_tests, mass=cfg.locate_file_mass)
         self.fuse = FUSERS[cfg.fusion]
 
     def _weighs(self, signal: str) -> bool:
@@ -152,12 +153,19 @@ class Retriever:
 
         candidates = len(fused)
         located: tuple = ()
+        mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()
-            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights, tests_wanted=wants_tests(qs)))
+            tests_wanted = wants_tests(qs)
+            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights, tests_wanted=tests_wanted))
+            if self.locate_weights.mass > 0:
+                wide = ranked[:MASS_WINDOW]
+                paths = symbols_sql.gene_paths(self.genome.conn, [r for r, _ in wide])
+                mass = file_mass([(paths[r], s) for r, (s, _) in wide if r in paths],
+                                 tests_factor=self.locate_weights.tests, tests_wanted=tests_wanted)
             stages["locate"] = time.perf_counter() - t
         if not gate:
-            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located)
+            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located, mass)
         if not items or max_genes == 0:
             return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
         best = items[0]
@@ -176,4 +184,4 @@ class Retriever:
         if located:
             shown = {it.gene.rowid for it in kept[:count]}
             located = tuple(p for p in located if p.gene.rowid in shown)
-        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located)
+        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass)
