@@ -10,6 +10,7 @@ cannot load is reported with its reason and its signal is off — never a crash.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import importlib.util
 import logging
@@ -28,6 +29,7 @@ from helix_context.model_profile import profile
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.weigh import Packet
+from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
@@ -298,8 +300,14 @@ class HelixContextManager:
         zone = self.zone_for(prompt_tokens=prompt_tokens, model=model, context_window=context_window,
                              budget_tokens=budget)
         retrieval = self.retriever.retrieve(query, project=project, party=party, zone=zone)
+        t = time.perf_counter()
+        live = live_serve(retrieval.items, max_file_bytes=self.settings.ingest.max_file_bytes,
+                          max_chunk_chars=self.settings.ingest.max_chunk_chars)
+        retrieval = dataclasses.replace(retrieval, items=live.items,
+                                        stage_seconds={**retrieval.stage_seconds,
+                                                       "live_check": time.perf_counter() - t})
         window = assemble(retrieval, self.compressor, budget_tokens=budget, settings=self.settings.assembly,
-                          weigh_settings=self.settings.weigh, model=model, zone=zone)
+                          weigh_settings=self.settings.weigh, model=model, zone=zone, live=live)
         delivered = [item.gene.rowid for item in retrieval.items[:len(window.genes)] if item.gene.rowid]
         if record and delivered:
             try:
