@@ -18,6 +18,7 @@ from helix_context.weigh.scores import authority, freshness, live_truth, specifi
 from helix_context.weigh.verdicts import (
     TASK_TYPES,
     refresh_targets,
+    relevance_threshold,
     validate_task_type,
     verified_threshold,
     weigh_retrieval,
@@ -40,6 +41,7 @@ __all__ = [
     "coordinate_confidence",
     "uncovered_path_tokens",
     "verified_threshold",
+    "relevance_threshold",
     "validate_task_type",
     "weigh_retrieval",
     "refresh_targets",

@@ -27,6 +27,7 @@ class PacketItem:
     preview: str = ""
     symbol: str | None = None  # the function / method / class that matched (its span is start..end)
     kind: str | None = None
+    relevance: float = 1.0  # share of the query's idf mass the item holds (weigh/relevance.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +39,7 @@ class PacketItem:
             "end_line": self.end_line,
             "src": self.src,
             "verdict": self.verdict,
+            "relevance": round(self.relevance, 4),
             "live_truth": round(self.live_truth, 4),
             "freshness": round(self.freshness, 4),
             "authority": round(self.authority, 4),

@@ -8,13 +8,14 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from helix_context.config import WeighSettings
 from helix_context.models import Retrieval, ScoredGene
 from helix_context.weigh.coordinates import _covers, _coverage, _query_tokens
 from helix_context.weigh.live_check import SourceCache, check_source
 from helix_context.weigh.packet import Packet, PacketItem, RefreshTarget
+from helix_context.weigh.relevance import gene_words, query_words, relevance
 from helix_context.weigh.scores import authority, freshness, specificity, verified_at_of, weigh_settings
 
 
@@ -43,7 +44,11 @@ _PREVIEW_CHARS = 200
 # source: such items get no per-item refresh target (the "query" target covers them)
 _OFF_TARGET_PREFIX = "off target:"
 _ABSTAIN_PREFIX = "retrieval abstained:"
-_QUERY_LEVEL_PREFIXES = (_OFF_TARGET_PREFIX, _ABSTAIN_PREFIX)
+_EMPTY_PREFIX = "nothing relevant:"
+_QUERY_LEVEL_PREFIXES = (_OFF_TARGET_PREFIX, _ABSTAIN_PREFIX, _EMPTY_PREFIX)
+# how far a task's strictness moves the relevance bar (half as far as it moves the live_truth bar:
+# relevance is measured, not decayed, so it needs less margin)
+_RELEVANCE_STRICTNESS = 0.5
 
 def validate_task_type(task_type: str) -> str:
     """Normalise a task type; ValueError naming the valid ones otherwise."""
@@ -57,6 +62,13 @@ def verified_threshold(task_type: str, settings: WeighSettings) -> float:
     """The live_truth an item needs to be "verified" for this task."""
     settings = weigh_settings(settings)
     return min(1.0, settings.verified_threshold * _TASK_FACTOR[validate_task_type(task_type)])
+
+
+def relevance_threshold(task_type: str, settings: WeighSettings) -> float:
+    """The relevance an item needs to be "verified" for this task."""
+    settings = weigh_settings(settings)
+    factor = 1.0 + (_TASK_FACTOR[validate_task_type(task_type)] - 1.0) * _RELEVANCE_STRICTNESS
+    return min(1.0, settings.relevance_verified * factor)
 
 
 
@@ -85,6 +97,8 @@ def _weigh_item(
     now: float,
     cache: SourceCache,
     cap: str | None,
+    rel: float,
+    rel_threshold: float,
 ) -> PacketItem:
     gene = sg.gene
     check = check_source(gene, cache)
@@ -117,6 +131,10 @@ def _weigh_item(
             parts.append(f"{gene.provenance.authority_class} content")
         reason = f"live_truth {lt:.2f} < {threshold:.2f} for {task}" + (f" ({'; '.join(parts)})" if parts else "")
 
+    if verdict == "verified" and rel < rel_threshold:
+        verdict = "stale_risk"
+        reason = (f"relevance {rel:.2f} < {rel_threshold:.2f} for {task}: the item holds too little of what the "
+                  "query asks about; read it before relying on it")
     if verdict == "verified" and check.status == "unknown" and task in _NEEDS_CHECKED_SOURCE:
         verdict = "stale_risk"
         reason = f"{task} needs a source checked live, and this one cannot be: {check.detail}"
@@ -141,6 +159,7 @@ def _weigh_item(
         signals=dict(sg.signals),
         reason=reason,
         preview=_preview(gene.content),
+        relevance=rel,
     )
 
 
@@ -206,6 +225,8 @@ def weigh_retrieval(
     task_type: str,
     settings: WeighSettings,
     now: float | None = None,
+    *,
+    term_weights: Mapping[str, float] | None = None,
 ) -> Packet:
     """Turn a retrieval into the agent-facing packet for ``task_type``.
 
@@ -213,37 +234,55 @@ def weigh_retrieval(
     source file is stat'ed — and hashed only when its mtime moved or it was
     written right around ingest — at most once per call.
 
-    An abstaining or empty retrieval gives ``known_empty=True`` with a note and a
-    "query" refresh target. Items that an abstaining retrieval still carried are
-    listed, but never as verified.
+    ``term_weights``: the query's stemmed words → idf in this genome
+    (relevance.idf_weights); without them every query word weighs the same.
+    An item is verified only when it is fresh enough *and* relevant enough for
+    the task. An abstaining or empty retrieval, or one whose best item holds
+    less than ``relevance_floor`` of the query, gives ``known_empty=True`` with a
+    note and a "query" refresh target; items it still carries are listed as weak
+    leads, never as verified.
     """
     task = validate_task_type(task_type)
     settings = weigh_settings(settings)
     now = time.time() if now is None else now
     threshold = verified_threshold(task, settings)
+    rel_threshold = relevance_threshold(task, settings)
     query = retrieval.query
     items = tuple(retrieval.items)
-    known_empty = not items or retrieval.tier == "abstain"
+    weights = dict(term_weights) if term_weights is not None else {w: 1.0 for w in query_words(query)}
+    held = [gene_words(sg.gene) for sg in items]
+    rels = [relevance(weights, words) for words in held]
+    best_rel = max(rels, default=0.0)
+    abstained = not items or retrieval.tier == "abstain"
+    nothing_relevant = not abstained and best_rel < settings.relevance_floor
+    known_empty = abstained or nothing_relevant
     notes: list[str] = []
 
-    conf, uncovered = _coverage(query, items)
-    low_coordinates = conf < settings.coordinate_floor
+    path_conf, uncovered = _coverage(query, items)
+    named_paths = bool(_query_tokens(query))
+    low_coordinates = named_paths and path_conf < settings.coordinate_floor
+    # the answer is in the right place when it comes from where the query points (when it names
+    # places) and holds what the query asks about; an empty answer is in no place at all
+    conf = 0.0 if not items else min(path_conf, best_rel) if named_paths else best_rel
     # an item that is itself at a coordinate the query names is on target even
     # when the answer as a whole misses most of them
     named_tokens = [t for t in _query_tokens(query) if t.kind != "ext"]
     cache = SourceCache()
     weighed: list[PacketItem] = []
-    for sg in items:
+    for sg, rel in zip(items, rels):
         cap = None
         path = sg.gene.source_path
-        if known_empty:
+        if abstained:
             cap = f"{_ABSTAIN_PREFIX} retrieval judged nothing relevant enough; this item is a weak lead only"
+        elif nothing_relevant:
+            cap = (f"{_EMPTY_PREFIX} no item holds as much as {settings.relevance_floor:.2f} of what the query asks "
+                   f"about (best {best_rel:.2f}); this item is a weak lead only")
         elif low_coordinates and not (path and any(_covers(t, path) for t in named_tokens)):
             cap = (
                 f"{_OFF_TARGET_PREFIX} the query names {', '.join(uncovered) or 'other paths'} but this item comes "
-                f"from {path or 'no file'} (coordinate confidence {conf:.2f} < {settings.coordinate_floor:.2f})"
+                f"from {path or 'no file'} (coordinate confidence {path_conf:.2f} < {settings.coordinate_floor:.2f})"
             )
-        weighed.append(_weigh_item(sg, task, threshold, settings, now, cache, cap))
+        weighed.append(_weigh_item(sg, task, threshold, settings, now, cache, cap, rel, rel_threshold))
 
     verified = tuple(i for i in weighed if i.verdict == "verified")
     stale = tuple(i for i in weighed if i.verdict != "verified")
@@ -251,15 +290,19 @@ def weigh_retrieval(
 
     if known_empty:
         named = f" (the query names {', '.join(uncovered)})" if uncovered else ""
+        missing = [w for w in sorted(weights, key=lambda w: -weights[w])
+                   if not any(w in words for words in held)][:5]
+        why = (f"; no indexed item holds more than {best_rel:.0%} of it"
+               + (f" (not found: {', '.join(missing)})" if missing else "")) if nothing_relevant else ""
         notes.append(
             "known empty: nothing relevant is indexed for this query"
-            + named
+            + named + why
             + ". Ingest the files that hold the answer (helix ingest PATH) or broaden the query."
         )
     else:
         notes.append(
             f"{len(verified)} verified, {len(stale) - n_refresh} stale_risk, {n_refresh} needs_refresh "
-            f"for task {task!r} (verified needs live_truth >= {threshold:.2f})"
+            f"for task {task!r} (verified needs live_truth >= {threshold:.2f} and relevance >= {rel_threshold:.2f})"
         )
     if n_refresh:
         notes.append(
