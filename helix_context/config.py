@@ -119,7 +119,7 @@ class WeighSettings:
     # benchmarks/bench_verdicts.py on off-topic and on-topic queries: an answer whose best item holds less
     # than relevance_floor is "known empty"; an item is "verified" only from relevance_verified up
     # (scaled per task type: planning and explaining tolerate less, editing and debugging need more)
-    relevance_floor: float = 0.30
+    relevance_floor: float = 0.25
     relevance_verified: float = 0.50
 
 

@@ -10,9 +10,9 @@ file is unchanged, not that it answers the question. So each item also gets
                 Σ idf(w) over all the query's words
 
 with words stemmed the way the full-text index stems them, and idf from this
-genome's own document counts. A word no gene holds gets the highest idf: it is
-usually the very name the question is about, and its absence is the strongest
-evidence that the answer is not indexed. Common words weigh little, so one
+genome's own document counts. A word no gene holds weighs double the highest
+idf: it is usually the very name the question is about, and its absence is the
+strongest evidence that the answer is not indexed. Common words weigh little, so one
 shared "file" or "error" cannot make an item relevant. Nothing here knows
 about any project; the thresholds are calibrated by benchmarks/bench_verdicts.py.
 """
@@ -27,6 +27,11 @@ from helix_context.models import Gene, QuerySignals
 from helix_context.retrieve.terms import stem_words
 
 MAX_QUERY_WORDS = 64  # a pasted issue: its first words carry the question
+# a word no gene holds is usually the very name the question is about ("kubernetes" asked of a
+# genome of web frameworks): it weighs twice the rarest indexed word. Calibrated with
+# benchmarks/bench_verdicts.py: at 1.0, questions about absent tools kept half their idf mass in
+# generic words ("configure", "production") and passed as relevant
+ABSENT_WORD_FACTOR = 2.0
 
 
 def query_words(qs: QuerySignals) -> list[str]:
@@ -38,9 +43,14 @@ def query_words(qs: QuerySignals) -> list[str]:
 
 
 def idf_weights(words: list[str], doc_counts: Mapping[str, int], genes: int) -> dict[str, float]:
-    """BM25's idf per word; a word missing from the genome counts as held by no gene (the highest idf)."""
+    """BM25's idf per word; a word missing from the genome weighs ABSENT_WORD_FACTOR × the highest idf."""
     n = max(genes, 1)
-    return {w: math.log(1.0 + (n - doc_counts.get(w, 0) + 0.5) / (doc_counts.get(w, 0) + 0.5)) for w in words}
+    out = {}
+    for w in words:
+        df = doc_counts.get(w, 0)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        out[w] = idf * ABSENT_WORD_FACTOR if df == 0 else idf
+    return out
 
 
 def gene_words(gene: Gene) -> set[str]:
