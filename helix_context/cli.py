@@ -25,7 +25,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _manager(args: argparse.Namespace):  # -> HelixContextManager (imported lazily: start-up time)
     from helix_context.manager import HelixContextManager
 
-    return HelixContextManager(_settings(args))
+    helix = HelixContextManager(_settings(args))
+    helix.actor = f"cli pid {os.getpid()}"  # the dashboard's activity panel names who did what
+    return helix
 
 
 def _print_json(data: Any) -> None:

@@ -132,5 +132,9 @@ UPDATE files SET content_hash = '';
 CREATE VIRTUAL TABLE genes_fts_vocab USING fts5vocab(genes_fts, row);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS)
+# activity: ingests, packets and live-check events of every process sharing the genome (the
+# dashboard's view of CLI work); IF NOT EXISTS keeps it safe to reorder with other migrations
+from helix_context.genome.activity_sql import CREATE as V3_ACTIVITY  # noqa: E402
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY)
 SCHEMA_VERSION = len(MIGRATIONS)
