@@ -45,7 +45,8 @@ _PREVIEW_CHARS = 200
 _OFF_TARGET_PREFIX = "off target:"
 _ABSTAIN_PREFIX = "retrieval abstained:"
 _EMPTY_PREFIX = "nothing relevant:"
-_QUERY_LEVEL_PREFIXES = (_OFF_TARGET_PREFIX, _ABSTAIN_PREFIX, _EMPTY_PREFIX)
+_RELEVANCE_PREFIX = "relevance "  # the item is fresh but holds too little of the query: re-ingesting won't help
+_QUERY_LEVEL_PREFIXES = (_OFF_TARGET_PREFIX, _ABSTAIN_PREFIX, _EMPTY_PREFIX, _RELEVANCE_PREFIX)
 # how far a task's strictness moves the relevance bar (a quarter as far as it moves the live_truth
 # bar: relevance is measured, not decayed; bench_verdicts.py showed a plan bar below 0.45 lets
 # questions about absent tools through)
@@ -132,17 +133,17 @@ def _weigh_item(
             parts.append(f"{gene.provenance.authority_class} content")
         reason = f"live_truth {lt:.2f} < {threshold:.2f} for {task}" + (f" ({'; '.join(parts)})" if parts else "")
 
-    if verdict == "verified" and rel < rel_threshold:
-        verdict = "stale_risk"
-        reason = (f"relevance {rel:.2f} < {rel_threshold:.2f} for {task}: the item holds too little of what the "
-                  "query asks about; read it before relying on it")
     if verdict == "verified" and check.status == "unknown" and task in _NEEDS_CHECKED_SOURCE:
         verdict = "stale_risk"
         reason = f"{task} needs a source checked live, and this one cannot be: {check.detail}"
     if verdict == "verified" and cap is not None:
-        # a reason about the whole answer (off-target coordinates, abstention)
+        # a reason about the whole answer (off-target coordinates, abstention, nothing relevant)
         verdict = "stale_risk"
         reason = cap
+    if verdict == "verified" and rel < rel_threshold:
+        verdict = "stale_risk"
+        reason = (f"{_RELEVANCE_PREFIX}{rel:.2f} < {rel_threshold:.2f} for {task}: the item holds too little "
+                  "of what the query asks about; read it before relying on it")
 
     return PacketItem(
         gene_id=gene.gene_id,
@@ -314,7 +315,7 @@ def weigh_retrieval(
         notes.append(
             f"the query names {', '.join(uncovered)} but no delivered item comes from "
             + ("it" if len(uncovered) == 1 else "them")
-            + (f"; coordinate confidence {conf:.2f} is below {settings.coordinate_floor:.2f}, so verdicts were downgraded"
+            + (f"; path coverage {path_conf:.2f} is below {settings.coordinate_floor:.2f}, so verdicts were downgraded"
                if low_coordinates else "")
         )
     if items and not verified and not n_refresh and not known_empty:
