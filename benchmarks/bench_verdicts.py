@@ -106,7 +106,7 @@ def on_topic(helix: Any, cases: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rule in ("baseline", "helix"):
         for task in TASKS:
-            listed = kept = 0
+            listed = kept = verified = 0
             for query, is_gold in cases:
                 packet = verdict_counts(helix, query, task, rule == "baseline")
                 gold = [i for i in packet.items if is_gold(i)]
@@ -114,8 +114,10 @@ def on_topic(helix: Any, cases: list[tuple[str, Any]]) -> dict[str, Any]:
                     continue
                 listed += 1
                 kept += (not packet.known_empty) and any(i.verdict in ("verified", "stale_risk") for i in gold)
+                verified += any(i.verdict == "verified" for i in gold)
             out[f"{rule}_{task}"] = {"gold_listed": listed, "queries": len(cases),
-                                     "gold_kept_share": kept / max(listed, 1)}
+                                     "gold_kept_share": kept / max(listed, 1),
+                                     "gold_verified_share": verified / max(listed, 1)}
     return out
 
 
@@ -335,6 +337,8 @@ def main() -> int:
             r = results[key]
             print(f"{rule:<30}" + "".join(f"{r[f'{rule}_{t}']['gold_kept_share']:>10.1%}" for t in TASKS)
                   + f"   (gold listed for {r[f'{rule}_plan']['gold_listed']}/{r[f'{rule}_plan']['queries']})")
+        print(f"{'  of which verified (helix)':<30}" + "".join(
+            f"{results[key][f'helix_{t}']['gold_verified_share']:>10.1%}" for t in TASKS))
     s = results["edit_suite"]
     print(f"\nedit/delete/rename suite: {s['files']} files, {s['edited']} edited, {s['deleted']} deleted, "
           f"{s['renamed']} renamed")
