@@ -220,7 +220,7 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
     parts: list[str] = [header]
     note = _live_note(live)
     if note and count_tokens(note) + used < budget // 4:  # never more than a quarter of the budget
-        parts.append(note)
+        parts.append(note)  # sent even when nothing else is left: the model learns its sources moved
         used += count_tokens(note) + 1
     if small and items:
         slate = _answer_slate(items, qs, min(settings.answer_slate_tokens, max(0, budget - used)))
@@ -276,7 +276,7 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
                                                 b[0].gene.start_line))
     parts.extend(block for _, block, _ in ordered)
     parts.append(footer)
-    text = "\n".join(parts) if blocks else ""
+    text = "\n".join(parts) if blocks or (note and note in parts) else ""
     kept_items = [b[0] for b in blocks]
     health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now, live)
     stages = dict(retrieval.stage_seconds)

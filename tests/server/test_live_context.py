@@ -169,10 +169,21 @@ def test_proxy_injects_current_text_after_an_edit(proxied, tree: Path):
     assert "<live_check>" in injected and "billing.py" in injected
 
 
-def test_proxy_injects_nothing_from_a_deleted_file(proxied, tree: Path):
+def test_proxy_injects_nothing_from_a_deleted_file_and_says_so(proxied, tree: Path):
     stub, client = proxied
     (tree / "shipping.py").unlink()
-    raw = client.chat.completions.with_raw_response.create(
-        model="llama3.1:8b", messages=[{"role": "user", "content": PARCEL_Q}])
-    assert "threshold_kg = 23" not in _injected(stub)
-    assert raw.headers["x-helix-genes"] == "0" or "shipping.py" not in _injected(stub).split("</live_check>")[-1]
+    client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": PARCEL_Q}])
+    injected = _injected(stub)
+    assert "threshold_kg = 23" not in injected and "parcel_surcharge(" not in injected
+    report = injected.split("</live_check>")[0]
+    assert "<live_check>" in report and "shipping.py" in report and "gone" in report
+
+
+def test_proxy_after_a_rename_serves_no_text_under_the_old_name(proxied, tree: Path):
+    stub, client = proxied
+    (tree / "shipping.py").rename(tree / "freight.py")
+    client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": PARCEL_Q}])
+    injected = _injected(stub)
+    assert "threshold_kg = 23" not in injected
+    assert '<GENE src="' + str(tree / "shipping.py") not in injected
+    assert "shipping.py" in injected.split("</live_check>")[0]
