@@ -6,9 +6,10 @@ it (stat first, hash only when the mtime moved — live_check.py), and then:
 
 - unchanged, or not a file (API text, session notes): served as stored;
 - changed: the file is re-read and re-chunked with the ingest chunker, and the
-  gene's span is located again (the same text at new lines, the same symbol,
-  or the most similar chunk). Found: the current text is served in its place,
-  with its current lines. Not found: the gene is left out;
+  gene's span is located again (the same text at new lines, a chunk that now
+  holds its text, the same symbol, or the most similar chunk). Found: the
+  current text is served in its place, with its current lines. Not found: the
+  gene is left out;
 - missing (deleted, renamed away, no longer a regular file): left out.
 
 Nothing is written to the genome here: re-ingest (the file watcher, `helix
@@ -107,6 +108,11 @@ def locate_span(gene: Gene, chunks: Sequence[Chunk]) -> tuple[Chunk | None, str]
     for chunk in chunks:
         if chunk.content == gene.content:
             return chunk, "same text" + ("" if chunk.start_line == gene.start_line else " at new lines")
+    old = gene.content.strip()
+    if old:
+        holding = [c for c in chunks if old in c.content]
+        if holding:  # still there verbatim, in a chunk that grew around it
+            return holding[0], "same text within a larger span"
     if gene.symbol:
         named = [c for c in chunks if c.symbol == gene.symbol]
         if len(named) == 1:
