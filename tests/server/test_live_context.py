@@ -187,3 +187,29 @@ def test_proxy_after_a_rename_serves_no_text_under_the_old_name(proxied, tree: P
     assert "threshold_kg = 23" not in injected
     assert '<GENE src="' + str(tree / "shipping.py") not in injected
     assert "shipping.py" in injected.split("</live_check>")[0]
+
+
+# ── `helix query` from a terminal: the same rule, in another process ──
+
+
+def test_cli_query_serves_the_edited_text_and_says_what_it_re_read(tree: Path, settings):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_EMBEDDING_ENABLED": "false", "HELIX_NER_ENABLED": "false"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "helix_context.cli", *args], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=REPO)
+
+    assert cli("ingest", str(tree), "--no-embed", "--quiet").returncode == 0
+    path = tree / "billing.py"
+    path.write_text(BILLING.replace("grace_days = 5", "grace_days = 10"), encoding="utf-8")
+    _bump(path)
+    (tree / "shipping.py").unlink()
+    done = cli("query", LATE_Q)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "grace_days = 10" in done.stdout and "grace_days = 5" not in done.stdout
+    assert "[refreshed]" in done.stderr and "re-read from disk=" in done.stderr
