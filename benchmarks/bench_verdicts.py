@@ -16,7 +16,7 @@ packages of bench_ingest.py) and a prose genome (SciFact's abstracts). Then:
    Target: >= 95 %. (Whether retrieval finds the gold item at all is bench_code_retrieval's
    and bench_retrieval's business; both shares are printed.)
 3. A scripted edit / delete / rename suite over a real tree (a copy of the stdlib `json`,
-   `email` and `logging` packages): every changed source must be flagged needs_refresh by the
+   `email`, `logging`, `http`, `urllib` and `xml` packages): every changed source must be flagged needs_refresh by the
    packet's live check, no untouched file may be, and /context (the manager's build_context,
    what the HTTP route and the proxy call) must serve no gene whose text is not in the file now.
 
@@ -46,6 +46,7 @@ from bench_ingest import corpus as code_corpus
 from bench_retrieval import load_beir
 
 TASKS = ("plan", "review", "edit")
+SUITE_PACKAGES = ("json", "email", "logging", "http", "urllib", "xml")  # copied, then edited / deleted / renamed
 # tools, services and libraries that neither genome holds; the questions are what a developer
 # would ask about them (generated from templates so the set is not tuned to the thresholds)
 ABSENT_TOOLS = ("kubernetes", "terraform", "webpack", "django", "pandas", "tensorflow", "redis", "kafka",
@@ -182,7 +183,7 @@ def edit_suite(home: Path, seed: int = 18) -> dict[str, Any]:
     rng = random.Random(seed)
     tree = home / "tree"
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for pkg in ("json", "email", "logging"):
+    for pkg in SUITE_PACKAGES:
         shutil.copytree(stdlib / pkg, tree / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     helix = manager(home / "suite", embed=False)
     helix.ingest_path(tree, embed=False)
@@ -196,9 +197,9 @@ def edit_suite(home: Path, seed: int = 18) -> dict[str, Any]:
     for gene in helix.genome.iter_genes():
         genes_by_file.setdefault(gene.source_path or "", []).append(gene)
     for path in edited + deleted + renamed:
-        symbols = [g.symbol for g in genes_by_file.get(path, []) if g.symbol]
-        if symbols:
-            queries.append(f"{Path(path).stem} {rng.choice(symbols).split('.')[-1]}")
+        symbols = sorted({g.symbol for g in genes_by_file.get(path, []) if g.symbol})
+        for symbol in rng.sample(symbols, min(3, len(symbols))):
+            queries.append(f"{Path(path).stem} {symbol.split('.')[-1]}")
     for path in edited:
         _edit(Path(path), rng)
     for path in deleted:

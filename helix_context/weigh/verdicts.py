@@ -282,7 +282,7 @@ def weigh_retrieval(
         elif low_coordinates and not (path and any(_covers(t, path) for t in named_tokens)):
             cap = (
                 f"{_OFF_TARGET_PREFIX} the query names {', '.join(uncovered) or 'other paths'} but this item comes "
-                f"from {path or 'no file'} (coordinate confidence {path_conf:.2f} < {settings.coordinate_floor:.2f})"
+                f"from {path or 'no file'} (path coverage {path_conf:.2f} < {settings.coordinate_floor:.2f})"
             )
         weighed.append(_weigh_item(sg, task, threshold, settings, now, cache, cap, rel, rel_threshold))
 
