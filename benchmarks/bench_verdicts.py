@@ -225,13 +225,15 @@ def edit_suite(home: Path, seed: int = 18) -> dict[str, Any]:
                 packet_items += 1
                 packet_flagged += item.verdict == "needs_refresh"
 
-    stale_helix = stale_base = blocks_helix = blocks_base = refreshed = dropped = 0
+    stale_helix = stale_base = blocks_helix = blocks_base = refreshed = dropped = lost_edits = 0
     for q in queries:
         window = helix.build_context(q, record=False)
         s, b = served_stale(window)
         stale_helix, blocks_helix = stale_helix + s, blocks_helix + b
         refreshed += window.context_health.refreshed_from_disk
         dropped += window.context_health.stale_dropped
+        lost_edits += sum(1 for line in window.context_health.live_check
+                          if line.startswith("dropped") and "source is gone" not in line)
         retrieval = helix.retriever.retrieve(q)
         base = assemble(retrieval, helix.compressor, budget_tokens=helix.settings.budget.token_budget,
                         settings=helix.settings.assembly, weigh_settings=helix.settings.weigh)
@@ -244,7 +246,7 @@ def edit_suite(home: Path, seed: int = 18) -> dict[str, Any]:
             "live_check_seconds_all_genes": round(check_s, 3),
             "packet_items_from_changed": packet_items, "packet_needs_refresh_share": packet_flagged / max(packet_items, 1),
             "context_queries": len(queries), "context_blocks": blocks_helix, "context_stale_served": stale_helix,
-            "context_refreshed": refreshed, "context_dropped": dropped,
+            "context_refreshed": refreshed, "context_dropped": dropped, "context_dropped_file_still_there": lost_edits,
             "baseline_context_blocks": blocks_base, "baseline_context_stale_served": stale_base}
 
 
@@ -349,7 +351,8 @@ def main() -> int:
     print(f"  packet items from changed files marked needs_refresh: {s['packet_needs_refresh_share']:.1%} "
           f"of {s['packet_items_from_changed']}")
     print(f"  /context stale genes served: {s['context_stale_served']} of {s['context_blocks']} "
-          f"({s['context_refreshed']} refreshed, {s['context_dropped']} dropped) over {s['context_queries']} queries"
+          f"({s['context_refreshed']} refreshed, {s['context_dropped']} dropped, of which "
+          f"{s['context_dropped_file_still_there']} from edited files) over {s['context_queries']} queries"
           f" — baseline without the live check: {s['baseline_context_stale_served']} of {s['baseline_context_blocks']}")
     c = results["live_check_cost"]
     print(f"\n/context assembly over {c['requests']} code questions (in process, interleaved): with the live check "
