@@ -16,19 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 KEEP_ROWS = 2_000
-KINDS = ("ingest", "packet", "context")
-
-CREATE = """
-CREATE TABLE IF NOT EXISTS activity (
-    id      INTEGER PRIMARY KEY,
-    at      REAL NOT NULL,
-    kind    TEXT NOT NULL,             -- ingest | packet | context
-    actor   TEXT NOT NULL DEFAULT '',  -- which process: server, cli, a script's name; with its pid
-    summary TEXT NOT NULL,             -- one line for people
-    counts  TEXT NOT NULL DEFAULT '{}' -- JSON numbers: files, genes, verdicts, refreshed/dropped genes
-);
-CREATE INDEX IF NOT EXISTS activity_kind_at ON activity(kind, at);
-"""
+KINDS = ("ingest", "packet", "context")  # the table: schema.V3_ACTIVITY
 
 
 def record(tx: Any, kind: str, actor: str, summary: str, counts: Mapping[str, Any], *,
