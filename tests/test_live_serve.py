@@ -124,3 +124,23 @@ def test_locate_span_prefers_the_same_text_then_the_same_symbol(helix, genes):
     renamed = chunk_text(MODULE.replace("Hold qty units", "Reserve qty units"), "code", "python")
     chunk, how = locate_span(gene, renamed)
     assert chunk is not None and chunk.symbol == "reserve" and how == "same symbol reserve"
+
+
+def test_file_swapped_for_a_symlink_is_not_read_through(helix, genes, tmp_path: Path):
+    path, items = genes
+    secret = tmp_path / "elsewhere" / "secret.py"
+    secret.parent.mkdir()
+    secret.write_text(MODULE.replace("Inventory", "TOKEN = 'hunter2'  # Inventory"), encoding="utf-8")
+    path.unlink()
+    path.symlink_to(secret)
+    live = live_serve(items, **_limits(helix))
+    assert all("hunter2" not in i.gene.content for i in live.items)
+    assert live.dropped and all("symbolic link" in d.reason for d in live.dropped)
+
+
+def test_file_grown_past_the_size_limit_is_left_out_without_reading_it(helix, genes):
+    path, items = genes
+    path.write_text(MODULE + "#" * 5000, encoding="utf-8")
+    _later(path)
+    live = live_serve(items, max_file_bytes=len(MODULE) + 100, max_chunk_chars=2400)
+    assert live.items == () and all("max_file_bytes" in d.reason for d in live.dropped)

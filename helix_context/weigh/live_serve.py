@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import stat as stat_mod
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,10 +78,16 @@ class _Current:
 def _read_current(gene: Gene, cache: SourceCache, max_bytes: int, max_chunk_chars: int) -> _Current:
     path = Path(cache.key(gene.source_path or ""))
     try:
+        st = path.lstat()
+        if stat_mod.S_ISLNK(st.st_mode):
+            # never re-read through a link swapped in since ingest: re-ingest decides what to follow
+            return _Current([], "it is a symbolic link now; re-ingest it to read it again")
+        if st.st_size > max_bytes:
+            return _Current([], f"it grew past [ingest] max_file_bytes ({st.st_size} bytes)")
         data = path.read_bytes()
-        mtime = path.stat().st_mtime_ns / 1e9
     except OSError as exc:
         return _Current([], f"cannot re-read it: {exc.strerror or exc}")
+    mtime = st.st_mtime_ns / 1e9
     if len(data) > max_bytes:
         return _Current([], f"it grew past [ingest] max_file_bytes ({len(data)} bytes)")
     if is_binary(data):
