@@ -28,9 +28,11 @@ from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverage
 from helix_context.tokens import count_tokens, truncate_to_tokens
 from helix_context.weigh import freshness
+from helix_context.weigh.live_serve import LiveServe
 
 MIN_GENE_TOKENS = 40  # below this a gene fragment says nothing useful
 MAX_FACTS_PER_GENE = 6
+MAX_LIVE_NOTE_LINES = 8
 
 DECODERS = {
     "full": ("The genes below are excerpts of the user's own files, retrieved for this question and compressed. "
@@ -53,9 +55,14 @@ class ContextHealth:
     density: float  # share of delivered tokens from genes that match the query literally
     freshness: float  # mean freshness of delivered genes
     resolution_confidence: float  # how sure we are the best gene answers the query
-    status: str  # aligned | sparse | stale | denatured
+    status: str  # aligned | refreshed | sparse | stale | denatured
     genes_expressed: int
     genes_available: int
+    # the live source check (weigh/live_serve.py): genes left out because their file changed beyond
+    # recognition or vanished, and genes served from their file's current text instead of the index
+    stale_dropped: int = 0
+    refreshed_from_disk: int = 0
+    live_check: tuple[str, ...] = ()  # one line per refreshed / dropped gene: src and why
 
 
 @dataclass(frozen=True)
@@ -150,11 +157,18 @@ def _answer_slate(items: Sequence[ScoredGene], qs: QuerySignals, max_tokens: int
     return "<answer_slate>\n" + "\n".join(lines) + "\n</answer_slate>" if lines else ""
 
 
+def _live_fields(live: LiveServe | None) -> dict[str, Any]:
+    if live is None:
+        return {}
+    lines = tuple(f"{s.action} {s.src}: {s.reason}" for s in (*live.dropped, *live.refreshed))
+    return {"stale_dropped": len(live.dropped), "refreshed_from_disk": len(live.refreshed), "live_check": lines}
+
+
 def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts: Sequence[int],
-            weigh_settings: WeighSettings, now: float) -> ContextHealth:
+            weigh_settings: WeighSettings, now: float, live: LiveServe | None = None) -> ContextHealth:
     qs = retrieval.query
     if not delivered:
-        return ContextHealth(0.0, 0.0, 0.0, 0.0, "denatured", 0, retrieval.candidates)
+        return ContextHealth(0.0, 0.0, 0.0, 0.0, "denatured", 0, retrieval.candidates, **_live_fields(live))
     wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
     text = " ".join(i.gene.content.lower() + " " + (i.gene.source_path or "").lower() for i in delivered)
     cov = sum(1 for w in wanted if w in text) / len(wanted) if wanted else 0.0
@@ -170,15 +184,27 @@ def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts:
         status = "stale"
     elif cov < 0.5 or density < 0.3:
         status = "sparse"
+    elif live is not None and live.touched:
+        status = "refreshed"  # what is served is current, but the index was behind the files
     else:
         status = "aligned"
     return ContextHealth(round(cov, 4), round(density, 4), round(fresh, 4), round(resolution, 4), status,
-                         len(delivered), retrieval.candidates)
+                         len(delivered), retrieval.candidates, **_live_fields(live))
+
+
+def _live_note(live: LiveServe | None) -> str:
+    """Tells the model what the live check left out or re-read, so it does not take a gap for an answer."""
+    if live is None or not live.touched:
+        return ""
+    lines = [f"- {s.src}: {s.reason}" for s in (*live.dropped, *live.refreshed)][:MAX_LIVE_NOTE_LINES]
+    return ("<live_check>\nThese files changed since they were indexed; excerpts below are their current text, "
+            "and excerpts that could not be found again were left out:\n" + "\n".join(lines) + "\n</live_check>")
 
 
 def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_tokens: int,
              settings: AssemblySettings, weigh_settings: WeighSettings, model: str | None = None,
-             zone: ZoneCap | None = None, now: float | None = None) -> ContextWindow:
+             zone: ZoneCap | None = None, now: float | None = None, live: LiveServe | None = None) -> ContextWindow:
+    """``live``: what the live source check did to ``retrieval.items`` (already applied to them)."""
     started = time.perf_counter()
     now = time.time() if now is None else now
     prof = profile(model, settings.small_model_max_params_b) if model else None
@@ -192,6 +218,10 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
     footer = "</expressed_context>"
     used = count_tokens(header) + count_tokens(footer) + 2
     parts: list[str] = [header]
+    note = _live_note(live)
+    if note and count_tokens(note) + used < budget // 4:  # never more than a quarter of the budget
+        parts.append(note)  # sent even when nothing else is left: the model learns its sources moved
+        used += count_tokens(note) + 1
     if small and items:
         slate = _answer_slate(items, qs, min(settings.answer_slate_tokens, max(0, budget - used)))
         if slate:
@@ -246,9 +276,9 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
                                                 b[0].gene.start_line))
     parts.extend(block for _, block, _ in ordered)
     parts.append(footer)
-    text = "\n".join(parts) if blocks else ""
+    text = "\n".join(parts) if blocks or (note and note in parts) else ""
     kept_items = [b[0] for b in blocks]
-    health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now)
+    health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now, live)
     stages = dict(retrieval.stage_seconds)
     stages["assemble"] = time.perf_counter() - started
     return ContextWindow(

@@ -25,7 +25,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _manager(args: argparse.Namespace):  # -> HelixContextManager (imported lazily: start-up time)
     from helix_context.manager import HelixContextManager
 
-    return HelixContextManager(_settings(args))
+    helix = HelixContextManager(_settings(args))
+    helix.actor = f"cli pid {os.getpid()}"  # the dashboard's activity panel names who did what
+    return helix
 
 
 def _print_json(data: Any) -> None:
@@ -109,8 +111,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         print(window.expressed_context)
         health = window.context_health
+        live = (f" re-read from disk={health.refreshed_from_disk} left out (source changed/gone)={health.stale_dropped}"
+                if health.refreshed_from_disk or health.stale_dropped else "")
         print(f"\n[{health.status}] tier={window.tier} genes {health.genes_expressed}/{health.genes_available} "
-              f"tokens={window.tokens}", file=sys.stderr)
+              f"tokens={window.tokens}{live}", file=sys.stderr)
     return 0
 
 
@@ -127,7 +131,8 @@ def cmd_packet(args: argparse.Namespace) -> int:
     print(f"coordinate_confidence {data['coordinate_confidence']:.2f}  known_empty={data['known_empty']}")
     for section in ("verified", "stale_risk"):
         for item in data[section]:
-            print(f"{item['verdict']:<14} {item['src']}  live_truth={item['live_truth']:.2f}  {item['reason']}")
+            print(f"{item['verdict']:<14} {item['src']}  live_truth={item['live_truth']:.2f}  "
+                  f"relevance={item['relevance']:.2f}  {item['reason']}")
     for target in data["refresh_targets"]:
         print(f"refresh[{target['priority']}] {target['target_kind']} {target['source_id']}: {target['reason']}")
     for note in data["notes"]:

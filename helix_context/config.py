@@ -141,6 +141,12 @@ class WeighSettings:
     half_life_hot_s: float = 15 * 60.0
     coordinate_floor: float = 0.30
     verified_threshold: float = 0.5
+    # relevance (weigh/relevance.py: share of the query's idf mass an item holds), calibrated by
+    # benchmarks/bench_verdicts.py on off-topic and on-topic queries: an answer whose best item holds less
+    # than relevance_floor is "known empty"; an item is "verified" only from relevance_verified up
+    # (scaled per task type: planning and explaining tolerate less, editing and debugging need more)
+    relevance_floor: float = 0.25
+    relevance_verified: float = 0.50
 
 
 @dataclass(frozen=True)

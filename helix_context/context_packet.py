@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from helix_context.config import Settings, load_config
+from helix_context.genome import symbols_sql
 from helix_context.genome.store import Genome
-from helix_context.models import Pointer
+from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import Retriever
 from helix_context.weigh import Packet, PacketItem, RefreshTarget, validate_task_type, weigh_retrieval
+from helix_context.weigh.relevance import idf_weights, query_words
 
 
 def build_context_packet(query: str, task_type: str = "edit", genome: Genome | None = None, *,
@@ -36,8 +38,18 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)
-    packet = weigh_retrieval(retrieval, task, settings.weigh)
+    packet = weigh_retrieval(retrieval, task, settings.weigh,
+                             term_weights=query_term_weights(retriever.genome, retrieval.query))
     return point_at_symbols(packet, retrieval.pointers, group_by, retrieval.file_mass, retriever.locate_weights.mass)
+
+
+def query_term_weights(genome: Genome, qs: QuerySignals) -> dict[str, float]:
+    """The query's words → idf in this genome, for the relevance half of each verdict."""
+    words = query_words(qs)
+    if not words:
+        return {}
+    conn = genome.conn
+    return idf_weights(words, symbols_sql.term_doc_counts(conn, words), symbols_sql.live_gene_count(conn))
 
 
 def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str = "symbol",

@@ -10,6 +10,9 @@ cannot load is reported with its reason and its signal is off — never a crash.
 from __future__ import annotations
 
 import collections
+import os
+import sys
+import dataclasses
 import hashlib
 import importlib.util
 import logging
@@ -23,6 +26,7 @@ from helix_context import signals
 from helix_context.config import Settings, load_config
 from helix_context.assemble import ContextWindow, assemble
 from helix_context.context_packet import build_context_packet
+from helix_context.genome import activity_sql
 from helix_context.genome.retention import RetentionClock
 from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
@@ -30,6 +34,7 @@ from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.weigh import Packet
+from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
@@ -89,6 +94,8 @@ class HelixContextManager:
         self._parse_pool: ParsePool | None = None
         self.telemetry: Any = None  # set by the server when telemetry is configured
         self.retention = RetentionClock(self.genome, self.settings.retention)
+        # who leaves the activity record's rows (the server and the CLI name themselves)
+        self.actor = f"{Path(sys.argv[0]).stem or 'python'} pid {os.getpid()}"
         # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
         self.genome.embedder_part = self.embedder_part
 
@@ -269,6 +276,22 @@ class HelixContextManager:
     def _after_ingest(self, report: IngestReport) -> None:
         if self.telemetry is not None:
             self.telemetry.record_ingest(report.bytes, report.files_ingested, report.genes_added, report.seconds)
+        self._log_activity("ingest", report.summary(), {
+            "files_seen": report.files_seen, "files_ingested": report.files_ingested,
+            "files_unchanged": report.files_unchanged, "files_skipped": len(report.files_skipped),
+            "genes_added": report.genes_added, "genes_retired": report.genes_retired, "bytes": report.bytes,
+            "seconds": round(report.seconds, 3)})
+
+    def _log_activity(self, kind: str, summary: str, counts: dict[str, Any]) -> None:
+        """One row in the genome's activity record, so the dashboard sees work done by any process."""
+        try:
+            activity_sql.log_event(self.genome, kind, self.actor, summary, counts)
+        except GenomeError as exc:  # a read-only or busy genome: the answer matters more than the record
+            log.warning("could not record %s activity: %s", kind, exc)
+
+    def activity(self, limit: int = 20) -> dict[str, Any]:
+        """Recent activity of every process on this genome (see genome/activity_sql.py)."""
+        return activity_sql.read(self.genome, limit)
 
     # ── retrieval, context, packets ──
 
@@ -303,8 +326,18 @@ class HelixContextManager:
         zone = self.zone_for(prompt_tokens=prompt_tokens, model=model, context_window=context_window,
                              budget_tokens=budget)
         retrieval = self.retriever.retrieve(query, project=project, party=party, zone=zone)
+        t = time.perf_counter()
+        live = live_serve(retrieval.items, max_file_bytes=self.settings.ingest.max_file_bytes,
+                          max_chunk_chars=self.settings.ingest.max_chunk_chars)
+        retrieval = dataclasses.replace(retrieval, items=live.items,
+                                        stage_seconds={**retrieval.stage_seconds,
+                                                       "live_check": time.perf_counter() - t})
         window = assemble(retrieval, self.compressor, budget_tokens=budget, settings=self.settings.assembly,
-                          weigh_settings=self.settings.weigh, model=model, zone=zone)
+                          weigh_settings=self.settings.weigh, model=model, zone=zone, live=live)
+        if live.touched:
+            self._log_activity("context", f"/context served {len(live.refreshed)} gene(s) re-read from changed "
+                                          f"files and left out {len(live.dropped)} whose file changed or vanished",
+                               {"refreshed_from_disk": len(live.refreshed), "stale_dropped": len(live.dropped)})
         delivered = [item.gene.rowid for item in retrieval.items[:len(window.genes)] if item.gene.rowid]
         if record and delivered:
             try:
@@ -341,12 +374,17 @@ class HelixContextManager:
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
+        counts = {
+            "verified": len(packet.verified),
+            "stale_risk": sum(1 for i in packet.stale_risk if i.verdict == "stale_risk"),
+            "needs_refresh": sum(1 for i in packet.stale_risk if i.verdict == "needs_refresh"),
+        }
         if self.telemetry is not None:
-            self.telemetry.record_verdicts({
-                "verified": len(packet.verified),
-                "stale_risk": sum(1 for i in packet.stale_risk if i.verdict == "stale_risk"),
-                "needs_refresh": sum(1 for i in packet.stale_risk if i.verdict == "needs_refresh"),
-            })
+            self.telemetry.record_verdicts(counts)
+        empty = " (known empty)" if packet.known_empty else ""
+        self._log_activity("packet", f"{packet.task_type} packet{empty}: {counts['verified']} verified, "
+                                     f"{counts['stale_risk']} stale_risk, {counts['needs_refresh']} needs_refresh",
+                           {**counts, "known_empty": int(packet.known_empty)})
         return packet
 
     def refresh_targets(self, query: str, task_type: str = "edit", **kwargs: Any) -> list[Any]:

@@ -379,10 +379,12 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "Agent-facing pointers for a query (a question, or a whole pasted issue with its traceback): each item "
         "is the function, method or class that matched (symbol, kind, source_id, start_line..end_line, gene_id) "
         "with a trust "
-        "verdict (verified / stale_risk / needs_refresh) from freshness, authority and a live check that the "
-        "file still matches what was indexed; plus refresh_targets and coordinate_confidence. task_type is one "
-        "of plan, explain, review, edit, debug, ops, quote (stricter tasks need fresher evidence). Read the "
-        "verified files directly; re-read stale ones before relying on them."))
+        "verdict (verified / stale_risk / needs_refresh) from freshness, authority, a live check that the "
+        "file still matches what was indexed, and relevance (how much of the query the item holds); plus "
+        "refresh_targets and coordinate_confidence. known_empty=true means nothing relevant is indexed: do not "
+        "act on the items. task_type is one of plan, explain, review, edit, debug, ops, quote (stricter tasks "
+        "need fresher, more relevant evidence). Read the verified files directly; re-read stale ones before "
+        "relying on them."))
 
     async def helix_refresh_targets(query: Query, task_type: TaskType = "edit", project: Project = None,
                                     page: Page = 1) -> str:

@@ -132,5 +132,21 @@ UPDATE files SET content_hash = '';
 CREATE VIRTUAL TABLE genes_fts_vocab USING fts5vocab(genes_fts, row);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS)
+# activity: ingests, packets and live-check events of every process sharing the genome (the
+# dashboard's view of CLI work; genome/activity_sql.py). IF NOT EXISTS keeps it safe to reorder
+# with other migrations.
+V3_ACTIVITY = """
+CREATE TABLE IF NOT EXISTS activity (
+    id      INTEGER PRIMARY KEY,
+    at      REAL NOT NULL,
+    kind    TEXT NOT NULL,             -- ingest | packet | context
+    actor   TEXT NOT NULL DEFAULT '',  -- which process: server, cli or a script, with its pid
+    summary TEXT NOT NULL,             -- one line for people
+    counts  TEXT NOT NULL DEFAULT '{}' -- JSON numbers: files, genes, verdicts, refreshed/dropped genes
+);
+CREATE INDEX IF NOT EXISTS activity_kind_at ON activity(kind, at);
+"""
+
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY)
 SCHEMA_VERSION = len(MIGRATIONS)

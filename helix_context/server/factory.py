@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.started_at = time.time()
         helix = HelixContextManager(settings)
         app.state.helix = helix
+        helix.actor = f"server pid {os.getpid()}"
         helix.telemetry = telemetry
         telemetry.observe_genome(helix.genome_gauges)
         # load models in the background: /health answers at once (the supervisor's restart clock is

@@ -12,7 +12,10 @@ SVG code) and polls ``/dashboard/data`` every ~2 s. The JSON carries:
   ``SAMPLE_INTERVAL_S`` from app start, so charts have points as soon as the page
   loads; ``?since=<t>`` returns only newer points;
 * ``supervisor`` (the raw status document), ``supervisor_view`` (normalised) and
-  ``grafana_url``.
+  ``grafana_url``;
+* ``activity``  — the genome's activity record (genome/activity_sql.py): recent events of
+  every process sharing the genome, the CLI's included; the last ingests with their
+  summaries; verdict and live-check totals over the kept rows.
 
 The Telemetry object comes from ``request.app.state.telemetry``; without one the
 page still works and shows the supervisor's numbers.
@@ -418,4 +421,17 @@ def dashboard_data(request: Request,
         "supervisor_view": normalize_supervisor_status(supervisor_raw),
         "grafana_url": getattr(telemetry_settings, "grafana_url", "") or "",
         "started_at": getattr(app.state, "started_at", None),
+        "activity": _activity(app),
     }
+
+
+def _activity(app: Any) -> dict[str, Any] | None:
+    """The genome's activity record: work by every process, the CLI's included."""
+    helix = getattr(app.state, "helix", None)
+    if helix is None:
+        return None
+    try:
+        return helix.activity()
+    except Exception as exc:  # an unreadable record must not take the page down
+        log.warning("activity record unreadable: %s", exc)
+        return {"error": str(exc)}

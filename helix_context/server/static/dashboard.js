@@ -551,6 +551,8 @@
     }
     $("routes-table").dataset.rows = String(routes.length);
 
+    renderActivity(data.activity);
+
     const b = document.body.dataset;
     b.ready = "1";
     b.polls = String(state.polls);
@@ -560,6 +562,46 @@
     b.tokensOut = String(chat.tokens_out || 0);
     $("updated").textContent = "updated " + fmtClock(data.at);
     $("updated").title = pts.length + " points · last sample " + (last.t ? fmtAgo(last.t) : "–");
+  }
+
+  // activity record: ingests / packets / live-check events of every process on the genome
+  function renderActivity(act) {
+    const stats = $("stats-activity");
+    const tbody = document.querySelector("#activity-table tbody");
+    clear(stats);
+    clear(tbody);
+    if (!act || act.error) {
+      const tr = el("tr", {});
+      tr.appendChild(el("td", { colspan: "4", class: "muted" }, act && act.error ? "Activity record unreadable: " + act.error : "No genome yet"));
+      tbody.appendChild(tr);
+      return;
+    }
+    const v = act.verdicts || {};
+    const live = act.live_check || {};
+    for (const [k, val] of [["verified", v.verified], ["stale_risk", v.stale_risk], ["needs_refresh", v.needs_refresh],
+                            ["known empty", v.known_empty], ["re-read", live.refreshed_from_disk], ["left out", live.stale_dropped]]) {
+      const d = el("div", {});
+      d.appendChild(el("dt", {}, k));
+      d.appendChild(el("dd", { "data-key": k }, fmtNum(val || 0)));
+      stats.appendChild(d);
+    }
+    const rows = (act.recent || []).slice(0, 20);
+    if (!rows.length) {
+      const tr = el("tr", {});
+      tr.appendChild(el("td", { colspan: "4", class: "muted" }, "No ingests or packets yet"));
+      tbody.appendChild(tr);
+    }
+    for (const r of rows) {
+      const tr = el("tr", { "data-kind": r.kind });
+      tr.appendChild(el("td", { title: new Date(r.at * 1000).toLocaleString() }, fmtAgo(r.at)));
+      tr.appendChild(el("td", {}, r.kind));
+      tr.appendChild(el("td", {}, r.actor));
+      tr.appendChild(el("td", { class: "summary" }, r.summary));
+      tbody.appendChild(tr);
+    }
+    const last = (act.ingests || [])[0];
+    $("hint-activity").textContent = last ? "last ingest " + fmtAgo(last.at) + " by " + last.actor : "all processes, CLI included";
+    $("activity-table").dataset.rows = String(rows.length);
   }
 
   // ── polling ─────────────────────────────────────────────────────────────
