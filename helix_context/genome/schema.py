@@ -132,5 +132,24 @@ UPDATE files SET content_hash = '';
 CREATE VIRTUAL TABLE genes_fts_vocab USING fts5vocab(genes_fts, row);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS)
+# sources: the folders the user chose to keep indexed and watched (see helix_context/sources/).
+# `pending` holds a change recorded while no backend ran ('add', 'forget'), applied at the next start.
+# `skipped` keeps at most [sources] max_skipped entries (JSON), `skipped_total` counts them all.
+V3_SOURCES = """
+CREATE TABLE sources (
+    path          TEXT PRIMARY KEY,
+    project       TEXT,
+    added_at      REAL NOT NULL,
+    last_indexed  REAL,
+    files         INTEGER NOT NULL DEFAULT 0,
+    genes         INTEGER NOT NULL DEFAULT 0,
+    skipped       TEXT NOT NULL DEFAULT '[]',
+    skipped_total INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    state         TEXT NOT NULL DEFAULT 'new',
+    pending       TEXT
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_SOURCES)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -48,7 +48,7 @@ class WalkedRoot:
     root: Path
 
 
-class _Ignore:
+class IgnoreRules:
     """Stack of .gitignore specs, each relative to the folder that holds it."""
 
     def __init__(self, extra_patterns: Sequence[str], respect_gitignore: bool) -> None:
@@ -88,7 +88,7 @@ class _Ignore:
 
 def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[str] = (),
          respect_gitignore: bool = True, follow_symlinks: bool = False) -> Iterator[FileEntry | Skipped | WalkedRoot]:
-    rules = _Ignore(ignore, respect_gitignore)
+    rules = IgnoreRules(ignore, respect_gitignore)
     for raw in paths:
         root = Path(raw).expanduser()
         try:
@@ -133,7 +133,7 @@ def _stat(entry: os.DirEntry[str]) -> os.stat_result | str:
         return "symlink loop" if "loop" in str(exc).lower() else f"unreadable: {exc.strerror or exc}"
 
 
-def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, follow_symlinks: bool) -> Iterator[FileEntry | Skipped]:
+def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, follow_symlinks: bool) -> Iterator[FileEntry | Skipped]:
     # explicit stack instead of recursion: deep trees must not hit the recursion limit
     root_spec = rules.load(root)
     stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec]]]] = [

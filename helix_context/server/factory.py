@@ -30,6 +30,7 @@ ROUTERS = (
     "helix_context.server.routes_dashboard",
     "helix_context.server.routes_genes",
     "helix_context.server.routes_proxy",
+    "helix_context.server.routes_sources",
 )
 
 
@@ -52,6 +53,15 @@ def _freeze_heap(_: object) -> None:
     gc.freeze()
 
 
+def start_sources(helix: Any) -> Any:
+    """The living index: sources indexed, reconciled and watched from now on (sources/service.py)."""
+    from helix_context.sources.service import SourcesService
+
+    service = SourcesService(helix)
+    service.start()
+    return service
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_config()
 
@@ -68,12 +78,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # ticking), and a request that needs a part waits on that part's lock, not on all of them
         app.state.warmup = asyncio.create_task(asyncio.to_thread(helix.load_parts))
         app.state.warmup.add_done_callback(_freeze_heap)
+        app.state.sources = await asyncio.to_thread(start_sources, helix)
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
         try:
             yield
         finally:
+            await asyncio.to_thread(app.state.sources.stop)
             app.state.helix.close()
             telemetry.shutdown()
             current, stale, _ = signals.read_server_state(settings.home)
