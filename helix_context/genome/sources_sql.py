@@ -60,7 +60,8 @@ def add_source(genome: Genome, path: str, project: str | None, now: float, *, pe
     with genome.transaction(changes_genes=False) as tx:
         tx.execute("INSERT INTO sources(path, project, added_at, state, pending) VALUES (?, ?, ?, 'new', ?) "
                    "ON CONFLICT(path) DO UPDATE SET project = COALESCE(excluded.project, project), "
-                   "pending = excluded.pending", (path, project, now, pending))
+                   "pending = excluded.pending, state = CASE WHEN state = 'removing' THEN 'new' ELSE state END",
+                   (path, project, now, pending))
     row = get_source(genome, path)
     assert row is not None
     return row
