@@ -86,6 +86,7 @@ class HelixContextManager:
         self._retriever: Any = None
         self._parse_pool: ParsePool | None = None
         self.telemetry: Any = None  # set by the server when telemetry is configured
+        self.sources: Any = None  # the backend's SourcesService (sources/service.py) while it runs
         # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
         self.genome.embedder_part = self.embedder_part
 
@@ -334,6 +335,8 @@ class HelixContextManager:
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
+        if self.sources is not None:
+            packet = self.sources.annotate(packet)
         if self.telemetry is not None:
             self.telemetry.record_verdicts({
                 "verified": len(packet.verified),

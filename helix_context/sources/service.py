@@ -25,6 +25,7 @@ per source, which catches up on whatever changed meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -40,6 +41,7 @@ from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.registry import SourceError, find, resolve_folder
 from helix_context.sources.watcher import FolderWatcher
+from helix_context.weigh import Packet, PacketItem
 
 if TYPE_CHECKING:
     from helix_context.manager import HelixContextManager
@@ -109,6 +111,7 @@ class SourcesService:
                 self._watch(row.path)
         self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
         self._thread.start()
+        self.helix.sources = self  # packets of watched folders say when the watcher is replacing an item
 
     def stop(self) -> None:
         with self._cond:
@@ -122,6 +125,8 @@ class SourcesService:
         self._watchers.clear()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if getattr(self.helix, "sources", None) is self:
+            self.helix.sources = None
 
     # ── user actions ──
 
@@ -235,6 +240,26 @@ class SourcesService:
         if progress is not None and progress.source == key:
             data["progress"] = {"done": progress.done, "total": progress.total}
         return data
+
+    def annotate(self, packet: Packet) -> Packet:
+        """Items of a watched folder whose file changed on disk say that the watcher is replacing them
+        (or that indexing is paused); they are never `verified` (weigh.py's live check sees the change)."""
+        roots = [key.rstrip("/\\") + os.sep for key, w in self._watchers.items() if key not in self._missing]
+        if not roots and not self._paused:
+            return packet
+        if self._paused:
+            roots = [r.path.rstrip("/\\") + os.sep for r in sources_sql.list_sources(self.genome)]
+            note = "its folder is watched, but indexing is paused: resume indexing to refresh it"
+        else:
+            note = (f"its folder is watched: the new text replaces this within about "
+                    f"{(self.cfg.debounce_ms + 1000) / 1000:g} s")
+
+        def mark(item: PacketItem) -> PacketItem:
+            if item.verdict != "needs_refresh" or not item.source_id or not item.source_id.startswith(tuple(roots)):
+                return item
+            return dataclasses.replace(item, reason=f"{item.reason}; {note}")
+
+        return dataclasses.replace(packet, stale_risk=tuple(map(mark, packet.stale_risk)))
 
     def wait_idle(self, timeout: float) -> bool:
         """True once nothing is queued or running (tests and benchmarks)."""

@@ -203,3 +203,31 @@ def test_remove_keeps_genes_unless_forget(service_factory, tmp_path: Path) -> No
 
     time.sleep(1.0)
     assert "not_watched_any_more" not in _content(service, keep.resolve() / "src" / "mod_0.py")
+
+
+def test_packet_items_of_a_watched_folder_are_verified_only_while_they_match_disk(service_factory,
+                                                                                 tmp_path: Path) -> None:
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    target = root.resolve() / "src" / "mod_0.py"
+    service.add(str(root))
+    assert service.wait_idle(30)
+    helix = service.helix
+
+    def item(query: str):
+        packet = helix.packet(query, "explain")
+        return next(i for i in packet.items if i.source_id == str(target))
+
+    before = item("function_0 module 0 of the tree")
+    assert before.source_check == "unchanged" and before.verdict == "verified", before.reason
+
+    service.pause()
+    write(target, "def function_0():\n    \"\"\"Module 0, rewritten while indexing is paused.\"\"\"\n    return -1\n")
+    stale = item("function_0 module 0 of the tree")
+    assert stale.verdict == "needs_refresh" and stale.source_check == "changed"
+    assert "indexing is paused: resume indexing to refresh it" in stale.reason
+
+    service.resume()
+    wait_until(lambda: "rewritten while indexing is paused" in _content(service, target), what="the re-index")
+    after = item("function_0 module 0 rewritten while indexing is paused")
+    assert after.source_check == "unchanged" and after.verdict == "verified", after.reason
