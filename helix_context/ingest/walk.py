@@ -164,9 +164,9 @@ def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, follow_symlin
             if rules.ignored(specs, root, path, is_dir):
                 continue
             if is_link and not follow_symlinks:
-                if os.path.isdir(path) or not os.path.exists(path):
-                    yield Skipped(str(path), "symlink not followed ([ingest] follow_symlinks = false)")
-                    continue
+                # a link to a file is not followed either: a walked folder may hold one to ~/.ssh/id_rsa
+                yield Skipped(str(path), "symlink not followed ([ingest] follow_symlinks = false)")
+                continue
             if is_dir:
                 st = _stat(entry)
                 if isinstance(st, str):

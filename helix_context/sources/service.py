@@ -457,6 +457,12 @@ class SourcesService:
         files: list[str] = []
         for raw in sorted(paths):
             path = Path(raw)
+            if path.exists() and not self._inside(key, path):
+                # a symlink (to ~/.ssh, to /etc …) is never followed unless [ingest] follow_symlinks says so,
+                # exactly as the walk does; a file it replaced retires
+                if self.genome.file_record(raw) is not None:
+                    self.genome.retire_source(raw)
+                continue
             if path.exists() or self.genome.file_record(raw) is not None:
                 files.append(raw)
             else:  # a folder that was deleted or renamed away: each file it held retires
@@ -485,6 +491,16 @@ class SourcesService:
         if last is not None:
             self._record(key, last)
         self._schedule_recheck(key, set(files))
+
+    def _inside(self, key: str, path: Path) -> bool:
+        """The path is what it says: no symlink on the way (unless followed by choice), under the source."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return False
+        if self.settings.ingest.follow_symlinks:
+            return True
+        return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
 
     def _record(self, key: str, report: IngestReport) -> None:
         skips = self._skips.get(key, {})

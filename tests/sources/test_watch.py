@@ -231,3 +231,29 @@ def test_packet_items_of_a_watched_folder_are_verified_only_while_they_match_dis
     wait_until(lambda: "rewritten while indexing is paused" in _content(service, target), what="the re-index")
     after = item("function_0 module 0 rewritten while indexing is paused")
     assert after.source_check == "unchanged" and after.verdict == "verified", after.reason
+
+
+def test_a_hostile_symlink_in_a_watched_folder_is_never_followed(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    secrets = tmp_path / "outside"
+    write(secrets / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY----- hunter2_secret_material\n")
+    write(secrets / "nested" / "token.txt", "api_token=hunter2_token_material\n")
+    root = make_tree(tmp_path / "proj")
+    write(root / "src" / "plain.py", "def plain_file():\n    return 1\n")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    src = root.resolve() / "src"
+
+    (src / "key.py").symlink_to(secrets / "id_rsa")             # a new symlink to a secret file
+    (src / "linked").symlink_to(secrets, target_is_directory=True)  # a new symlink to an outside folder
+    (src / "plain.py").unlink()
+    (src / "plain.py").symlink_to(secrets / "nested" / "token.txt")  # a watched file replaced by a link
+    write(src / "marker.py", "MARKER = 'after the links'\n")
+    wait_until(lambda: _indexed(service, src / "marker.py") and service.wait_idle(0.01), what="the marker")
+    assert service.wait_idle(10)
+    indexed = "\n".join(g.content for g in service.genome.iter_genes())
+    assert "hunter2" not in indexed
+    assert not _indexed(service, src / "plain.py")
+    assert all(str(secrets) not in p for p in service.genome.file_records())
+    skipped = service.status()["sources"][0]["skipped"]
+    assert not any("hunter2" in s["path"] for s in skipped)
