@@ -105,14 +105,15 @@ def helix_env(home: Path) -> dict[str, str]:
 
 
 class Backend:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, watch: bool = True) -> None:
         self.home = home
         home.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(home / "backend.log", "wb")
+        env = {**helix_env(home), "HELIX_SOURCES_WATCH": "1" if watch else "0"}
         self.proc = subprocess.Popen([sys.executable, "-m", "helix_context.cli", "serve", "--port", str(self.port)],
-                                     env=helix_env(home), stdout=self.log, stderr=subprocess.STDOUT)
+                                     env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.http = httpx.Client(base_url=self.url, timeout=120)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -298,7 +299,8 @@ def main() -> int:
         print(f"corpus: {args.sources} trees x {args.files} real .py files from site-packages "
               f"({sum(f.stat().st_size for f in roots[0].rglob('*.py')) / 1e6:.1f} MB each)", flush=True)
 
-        bare = Backend(tmp / "home-bare")
+        # the baseline backend: no sources during the idle figure; at the end the same sources, not watched
+        bare = Backend(tmp / "home-bare", watch=False)
         backend = Backend(tmp / "home")
         try:
             backend.wait_parts()
@@ -340,10 +342,17 @@ def main() -> int:
             results["rss_mb_sources"] = {len(status["sources"]): round(backend.rss_mb(), 1)}
             results["files_watched"] = sum(s["files"] for s in status["sources"])
             results["genes"] = sum(s["genes"] for s in status["sources"])
+            for root in roots:
+                bare.http.post("/sources", json={"path": str(root)}).raise_for_status()
+            bare_status = bare.wait_idle()
+            results["rss_mb_same_sources_not_watched"] = round(bare.rss_mb(), 1)
+            results["files_per_source"] = [s["files"] for s in status["sources"]]
             print(f"memory: backend without sources {results['rss_mb_without_sources']} MB, with 1 source "
                   f"{results['rss_mb_one_source']} MB, with {len(status['sources'])} sources "
-                  f"({results['files_watched']} files, {results['genes']} genes) "
-                  f"{results['rss_mb_sources'][len(status['sources'])]} MB", flush=True)
+                  f"({'+'.join(str(n) for n in results['files_per_source'])} = {results['files_watched']} files, "
+                  f"{results['genes']} genes) {results['rss_mb_sources'][len(status['sources'])]} MB | baseline: "
+                  f"the same {len(bare_status['sources'])} sources indexed, not watched "
+                  f"{results['rss_mb_same_sources_not_watched']} MB", flush=True)
         finally:
             backend.stop()
             bare.stop()

@@ -84,6 +84,7 @@ class SourcesService:
         self._cond = threading.Condition()
         self._work: dict[str, _Work] = {}
         self._watchers: dict[str, FolderWatcher] = {}
+        self._watch_lock = threading.RLock()  # watchers start and stop from request threads and the worker
         self._filters: dict[str, PathFilter] = {}
         self._skips: dict[str, dict[str, str]] = {}
         self._missing: set[str] = set()
@@ -237,6 +238,9 @@ class SourcesService:
                 data["state"] = "queued"
         watcher = self._watchers.get(key)
         data["watching"] = bool(watcher and watcher.alive and key not in self._missing)
+        data["polling"] = bool(watcher and watcher.polling)
+        if watcher is not None and watcher.error and not data.get("last_error"):
+            data["last_error"] = f"watching failed: {watcher.error}"
         if progress is not None and progress.source == key:
             data["progress"] = {"done": progress.done, "total": progress.total}
         return data
@@ -283,28 +287,31 @@ class SourcesService:
     # ── watchers ──
 
     def _watch(self, key: str) -> None:
-        if not self.cfg.watch or self._stopping:
-            return
-        current = self._watchers.get(key)
-        if current is not None and current.alive:
-            return
-        root = Path(key)
-        filt = PathFilter(root, self.settings.ingest, never=[self.settings.home])
-        self._filters[key] = filt
+        with self._watch_lock:
+            if not self.cfg.watch or self._stopping or self._paused:
+                return
+            current = self._watchers.get(key)
+            if current is not None and current.alive:
+                return
+            root = Path(key)
+            filt = PathFilter(root, self.settings.ingest, never=[self.settings.home])
+            self._filters[key] = filt
 
-        def wanted(path: str) -> bool:
-            if filt.wanted(path):
-                return True
-            self.ignored_events += 1
-            return False
+            def wanted(path: str) -> bool:
+                if filt.wanted(path):
+                    return True
+                self.ignored_events += 1
+                return False
 
-        watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
-                                on_missing=self._on_missing, on_back=self._on_back)
-        self._watchers[key] = watcher
-        watcher.start()
+            watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
+                                    on_missing=self._on_missing, on_back=self._on_back)
+            self._watchers[key] = watcher
+            watcher.start()
 
     def _unwatch(self, key: str) -> None:
-        watcher = self._watchers.pop(key, None)
+        with self._watch_lock:
+            watcher = self._watchers.pop(key, None)
+            self._filters.pop(key, None)
         if watcher is not None:
             watcher.stop()
 

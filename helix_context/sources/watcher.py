@@ -34,6 +34,8 @@ class FolderWatcher:
         self._on_back = on_back
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the first watch is in place (tests, benchmarks)
+        self.polling = settings.force_polling
+        self.error = ""  # the last reason a watch failed (shown with the source)
         self._thread = threading.Thread(target=self._run, name=f"helix-watch-{root.name}", daemon=True)
 
     def start(self) -> None:
@@ -50,6 +52,7 @@ class FolderWatcher:
 
     def _run(self) -> None:
         missing = False
+        last_error = ""
         key = str(self.root)
         while not self._stop.is_set():
             if not self.root.is_dir():
@@ -70,8 +73,16 @@ class FolderWatcher:
             except FileNotFoundError:
                 continue  # removed between the check and the watch: the loop reports it
             except Exception as exc:  # noqa: BLE001 - a watch that breaks must not take the backend with it
-                log.warning("watching %s failed (%s: %s); retrying in %.0f s", key, type(exc).__name__, exc,
-                            self.settings.missing_check_s)
+                self.error = f"{type(exc).__name__}: {exc}"
+                if not self.polling:
+                    # native events can run out (inotify's max_user_watches on a huge tree): poll instead
+                    log.warning("native file events failed for %s (%s); polling it instead", key, self.error)
+                    self.polling = True
+                    continue
+                if self.error != last_error:
+                    log.warning("watching %s failed (%s); retrying every %.0f s", key, self.error,
+                                self.settings.missing_check_s)
+                last_error = self.error
                 self._stop.wait(self.settings.missing_check_s)
 
     def _watch(self, key: str) -> None:
@@ -80,7 +91,7 @@ class FolderWatcher:
         from watchfiles._rust_notify import RustNotify
 
         cfg = self.settings
-        with RustNotify([key], False, cfg.force_polling, cfg.poll_interval_ms, True, True) as notify:
+        with RustNotify([key], False, self.polling, cfg.poll_interval_ms, True, True) as notify:
             self.ready.set()
             while not self._stop.is_set():
                 raw = notify.watch(cfg.debounce_ms, cfg.quiet_ms, int(cfg.missing_check_s * 1000), self._stop)
