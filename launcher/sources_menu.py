@@ -37,7 +37,8 @@ def choose_folder(timeout_s: float = 3600.0) -> str | None:
     """The folder the user picked in a native dialog, None when cancelled; NoDialog where none can open."""
     try:
         done = subprocess.run([sys.executable, "-m", "launcher.sources_menu", "--pick-folder"],
-                              capture_output=True, text=True, timeout=timeout_s)
+                              capture_output=True, text=True, timeout=timeout_s,
+                              creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))  # no console flash on Windows
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NoDialog(str(exc)) from None
     if done.returncode == 0 and done.stdout.strip():

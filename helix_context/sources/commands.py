@@ -82,6 +82,8 @@ def _print_list(status: dict[str, Any]) -> None:
         if row.get("project"):
             line += f"  [{row['project']}]"
         print(line)
+        if row.get("progress"):
+            print(f"            indexing {row['progress']['done']:,} / {row['progress']['total']:,} files")
         if row.get("skipped_total"):
             print(f"            {row['skipped_total']} skipped, e.g. {row['skipped'][0]['path']}: "
                   f"{row['skipped'][0]['reason']}" if row["skipped"] else f"            {row['skipped_total']} skipped")
