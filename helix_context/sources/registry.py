@@ -21,12 +21,17 @@ class SourceError(ValueError):
     """A folder cannot be a source; the message says what to do."""
 
 
-def resolve_folder(raw: str | Path, *, home: Path | None = None) -> Path:
-    """The folder as stored: absolute, symlinks resolved; refused with a reason when it cannot be watched."""
+def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: bool = False) -> Path:
+    """The folder as stored: absolute, symlinks resolved; refused with a reason when it cannot be watched.
+
+    `absolute_only` is for paths that come over HTTP: relative to what? The backend's working folder
+    is not the caller's (the CLI resolves a relative path itself before sending it)."""
     text = str(raw).strip()
     if not text or "\x00" in text:
         raise SourceError("give the path of a folder to index")
     path = Path(text).expanduser()
+    if absolute_only and not path.is_absolute():
+        raise SourceError(f"{text} is a relative path: give the folder's absolute path")
     try:
         path = path.resolve(strict=True)
     except (OSError, RuntimeError):
@@ -35,6 +40,12 @@ def resolve_folder(raw: str | Path, *, home: Path | None = None) -> Path:
         raise SourceError(f"{path} is a file, not a folder: add the folder that holds it (or `helix ingest` the file)")
     if path == Path(path.anchor):
         raise SourceError(f"{path} is the root of a drive: pick a project folder instead")
+    try:
+        user_home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        user_home = None
+    if path == user_home:
+        raise SourceError(f"{path} is your whole home folder: pick the project folders in it instead")
     if home is not None:
         try:
             resolved_home = home.expanduser().resolve()

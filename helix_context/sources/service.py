@@ -132,7 +132,7 @@ class SourcesService:
     # ── user actions ──
 
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
-        path = resolve_folder(raw, home=self.settings.home)
+        path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
         key = str(path)
         row = sources_sql.add_source(self.genome, key, project or None, time.time())
         with self._cond:

@@ -76,6 +76,8 @@ def test_sources_routes_refuse_bad_input_with_advice(server_factory, settings: S
                                     ({"path": str(afile)}, 400, "not a folder"),
                                     ({"path": str(settings.home)}, 400, "Helix's own folder"),
                                     ({"path": "/"}, 400, "root of a drive"),
+                                    ({"path": "."}, 400, "relative path"),
+                                    ({"path": "~"}, 400, "whole home folder"),
                                     ({"path": ""}, 422, "path"),
                                     ({}, 422, "path")):
             response = client.post("/sources", json=body)
