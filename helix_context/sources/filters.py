@@ -24,7 +24,7 @@ class PathFilter:
         self.root = root
         self._rules = IgnoreRules(ingest.ignore, ingest.respect_gitignore)
         # folders never indexed whatever the rules say (HELIX_HOME: its logs would feed the watcher forever)
-        self._never = [p for p in never if p != root]
+        self._never = [p for p in map(_resolved, never) if p != root]
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
         self._lock = threading.Lock()
 
@@ -70,3 +70,10 @@ class PathFilter:
                 specs.append((folder, spec))
         is_dir = path.is_dir() or (not path.exists() and path.name in DEFAULT_IGNORED_DIRS)
         return not self._rules.ignored(specs, self.root, path, is_dir)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return path
