@@ -233,7 +233,7 @@ def branch_switch(backend: Backend, tree: Path, n: int, spare: list[tuple[Path, 
                 break
             if time.perf_counter() - started > 1800:
                 raise SystemExit("the genome never matched the new tree")
-            time.sleep(0.05)
+            time.sleep(0.25)  # each look reads ~3,000 rows: looking more often would slow the backend it times
         converged = time.perf_counter() - started
         backend.wait_idle()
         live_watched = sorted({g.gene_id for g in genome.iter_genes() if g.source_path and g.source_path.startswith(str(tree))})
