@@ -481,6 +481,8 @@ class SourcesService:
             name = project or find_project(Path(raw), Path(key))
             groups.setdefault(name, []).append(raw)
         total = sum(len(g) for g in groups.values())
+        if total >= 8 and not self.settings.embedding.enabled:
+            self.helix.start_parse_workers()  # a checkout without embeddings: parsed on every core
         done = 0
         skips = self._skips.setdefault(key, {})
         last: IngestReport | None = None
