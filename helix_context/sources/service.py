@@ -317,7 +317,9 @@ class SourcesService:
 
     def _on_changes(self, key: str, paths: set[str]) -> None:
         self.batches += 1
-        self._queue(key, _Work(paths=paths))
+        # a changed .gitignore may bring files in: one pass over the folder applies the new rules
+        full = any(Path(p).name == ".gitignore" for p in paths)
+        self._queue(key, _Work(full=full, paths=paths))
 
     def _on_missing(self, key: str) -> None:
         with self._cond:

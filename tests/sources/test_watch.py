@@ -259,3 +259,18 @@ def test_a_hostile_symlink_in_a_watched_folder_is_never_followed(service_factory
     assert all(str(secrets) not in p for p in service.genome.file_records())
     skipped = service.status()["sources"][0]["skipped"]
     assert not any("hunter2" in s["path"] for s in skipped)
+
+
+def test_a_renamed_folder_moves_its_files(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    resolved = root.resolve()
+    (resolved / "src").rename(resolved / "lib")
+    wait_until(lambda: _indexed(service, resolved / "lib" / "mod_3.py")
+               and not _indexed(service, resolved / "src" / "mod_3.py"), what="the folder rename")
+    assert service.wait_idle(30)
+    assert sorted(Path(p).parent.name for p in service.genome.file_records(under=str(resolved))) == \
+        ["lib"] * 5 + ["proj"]
+    assert "function_3" in _content(service, resolved / "lib" / "mod_3.py")
