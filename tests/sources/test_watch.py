@@ -274,3 +274,25 @@ def test_a_renamed_folder_moves_its_files(service_factory, tmp_path: Path) -> No
     assert sorted(Path(p).parent.name for p in service.genome.file_records(under=str(resolved))) == \
         ["lib"] * 5 + ["proj"]
     assert "function_3" in _content(service, resolved / "lib" / "mod_3.py")
+
+
+def test_pause_interrupts_a_running_index_and_resume_finishes_it(service_factory, tmp_path: Path) -> None:
+    import time
+
+    service = service_factory()
+    root = tmp_path / "big"
+    for i in range(1500):
+        write(root / f"pkg{i % 20}" / f"m{i}.py", f"def f{i}():\n    return {i}\n")
+    key = str(root.resolve())
+    service.add(key)
+    wait_until(lambda: (service.status()["progress"] or {}).get("done", 0) > 50, what="indexing to be under way")
+    service.pause()
+    assert service.wait_idle(10)  # the running ingest stopped between two files
+    stopped_at = sources_sql.counts_under(service.genome, key)[0]
+    assert stopped_at < 1500
+    time.sleep(1.0)
+    assert sources_sql.counts_under(service.genome, key)[0] == stopped_at
+    assert service.status()["summary"] == "Indexing paused, 1 folder"
+    service.resume()
+    wait_until(lambda: sources_sql.counts_under(service.genome, key)[0] == 1500 and service.wait_idle(0.01),
+               timeout=120, what="resume to finish the folder")
