@@ -211,6 +211,15 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     return run_supervisor(_settings(args), headless=True)
 
 
+# ── sources ──
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    from helix_context.sources.commands import run
+
+    return run(args, _settings(args))
+
+
 # ── export / import ──
 
 
@@ -314,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("supervise", help="run the supervisor without a tray (servers, CI, systemd)")
     p.set_defaults(func=cmd_supervise)
+
+    from helix_context.sources.commands import add_parser as add_sources_parser
+
+    add_sources_parser(sub, cmd_sources)
 
     p = sub.add_parser("export", help="write the whole genome to one portable file (versioned, gzip, sha256)")
     p.add_argument("file")

@@ -72,6 +72,17 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
+class SourcesSettings:
+    watch: bool = True  # watch the folders of `helix sources` for changes (false: index on add and at start only)
+    force_polling: bool = False  # poll instead of native events (network drives, some containers)
+    poll_interval_ms: int = 1_000  # how often polling looks, when force_polling is on
+    debounce_ms: int = 1_000  # a burst of changes is gathered for at most this long before indexing
+    quiet_ms: int = 100  # ... and ends early once no change came for this long
+    missing_check_s: float = 5.0  # how often a vanished folder is looked for again
+    max_skipped: int = 50  # skipped files kept per folder (with reasons); the total is always counted
+
+
+@dataclass(frozen=True)
 class EmbeddingSettings:
     enabled: bool = True
     batch_size: int = 8  # texts per model call; one call per core runs at a time (8-16 measured fastest)
@@ -228,6 +239,11 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("embedding", "batch_size"): 1,
     ("embedding", "max_tokens"): 2,  # [CLS] and [SEP]
     ("embedding", "code_max_tokens"): 2,
+    ("sources", "poll_interval_ms"): 50,
+    ("sources", "debounce_ms"): 10,
+    ("sources", "quiet_ms"): 10,
+    ("sources", "max_skipped"): 0,
+    ("sources", "missing_check_s"): 1,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -242,6 +258,7 @@ _SECTIONS: dict[str, type] = {
     "server": ServerSettings,
     "genome": GenomeSettings,
     "ingest": IngestSettings,
+    "sources": SourcesSettings,
     "embedding": EmbeddingSettings,
     "ner": NerSettings,
     "retrieval": RetrievalSettings,
@@ -275,6 +292,7 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     genome: GenomeSettings = field(default_factory=GenomeSettings)
     ingest: IngestSettings = field(default_factory=IngestSettings)
+    sources: SourcesSettings = field(default_factory=SourcesSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     ner: NerSettings = field(default_factory=NerSettings)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)

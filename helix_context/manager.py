@@ -96,6 +96,7 @@ class HelixContextManager:
         self.retention = RetentionClock(self.genome, self.settings.retention)
         # who leaves the activity record's rows (the server and the CLI name themselves)
         self.actor = f"{Path(sys.argv[0]).stem or 'python'} pid {os.getpid()}"
+        self.sources: Any = None  # the backend's SourcesService (sources/service.py) while it runs
         # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
         self.genome.embedder_part = self.embedder_part
 
@@ -374,6 +375,8 @@ class HelixContextManager:
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
+        if self.sources is not None:
+            packet = self.sources.annotate(packet)
         counts = {
             "verified": len(packet.verified),
             "stale_risk": sum(1 for i in packet.stale_risk if i.verdict == "stale_risk"),

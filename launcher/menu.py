@@ -18,13 +18,19 @@ Layout (indices of `menu.items`, which keeps hidden items and separators):
   9 Open logs folder
  10 Open Grafana        (only when [telemetry] grafana_url is set)
  11 ----
- 12 Quit
+ 12 Indexing … / Index up to date, N folders   (sources_menu.py: the living index)
+ 13 Add folder…
+ 14 Pause indexing / Resume indexing
+ 15 ----
+ 16 Quit
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Protocol
+
+from launcher import sources_menu
 
 GIB = 1024 ** 3
 
@@ -117,6 +123,9 @@ def build_menu(app: TrayActions, Menu: Any, MenuItem: Any) -> Any:
     def line(key: str) -> Callable[[Any], str]:
         return lambda _item: status_lines(app.snapshot)[key]
 
+    sources = sources_menu.for_app(app)
+    sources.start_polling()
+
     return Menu(
         MenuItem(line("backend"), None, enabled=False),
         MenuItem(line("genes"), None, enabled=False),
@@ -131,6 +140,8 @@ def build_menu(app: TrayActions, Menu: Any, MenuItem: Any) -> Any:
         MenuItem("Open logs folder", lambda _icon, _item: app.open_logs()),
         MenuItem("Open Grafana", lambda _icon, _item: app.open_grafana(),
                  visible=lambda _item: bool(app.grafana_url)),
+        Menu.SEPARATOR,
+        *sources.items(Menu, MenuItem),
         Menu.SEPARATOR,
         MenuItem("Quit", lambda icon, _item: app.quit(icon)),
     )

@@ -147,6 +147,24 @@ CREATE TABLE IF NOT EXISTS activity (
 CREATE INDEX IF NOT EXISTS activity_kind_at ON activity(kind, at);
 """
 
+# sources: the folders the user chose to keep indexed and watched (see helix_context/sources/).
+# `pending` holds a change recorded while no backend ran ('add', 'forget'), applied at the next start.
+# `skipped` keeps at most [sources] max_skipped entries (JSON), `skipped_total` counts them all.
+V4_SOURCES = """
+CREATE TABLE sources (
+    path          TEXT PRIMARY KEY,
+    project       TEXT,
+    added_at      REAL NOT NULL,
+    last_indexed  REAL,
+    files         INTEGER NOT NULL DEFAULT 0,
+    genes         INTEGER NOT NULL DEFAULT 0,
+    skipped       TEXT NOT NULL DEFAULT '[]',
+    skipped_total INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    state         TEXT NOT NULL DEFAULT 'new',
+    pending       TEXT
+) WITHOUT ROWID;
+"""
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY)
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -210,8 +210,8 @@ class Ingestor:
             elif isinstance(item, Skipped):
                 report.files_seen += 1
                 report.skip(item.path, item.reason)
-                if item.reason.startswith("does not exist"):
-                    self._retire_missing_file(item.path, report)
+                if item.reason.startswith(("does not exist", "symlink not followed")):
+                    self._retire_missing_file(item.path, report)  # gone, or now a link: what was indexed is not there
             elif isinstance(item, WalkedRoot):
                 walked_roots.append(item.root)
 

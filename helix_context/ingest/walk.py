@@ -54,7 +54,7 @@ class WalkedRoot:
     root: Path
 
 
-class _Ignore:
+class IgnoreRules:
     """Stack of .gitignore specs, each relative to the folder that holds it."""
 
     def __init__(self, extra_patterns: Sequence[str], respect_gitignore: bool) -> None:
@@ -124,7 +124,7 @@ def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[s
          respect_gitignore: bool = True, follow_symlinks: bool = False,
          confine_to: Sequence[str | Path] | None = None) -> Iterator[FileEntry | Skipped | WalkedRoot]:
     """`confine_to`: where a followed symlink may point (resolved folders); None = each walked root itself."""
-    rules = _Ignore(ignore, respect_gitignore)
+    rules = IgnoreRules(ignore, respect_gitignore)
     confine = None if confine_to is None else [Path(c).expanduser().resolve() for c in confine_to]
     for raw in paths:
         if bad_name(raw):
@@ -197,7 +197,7 @@ class _LinkRule:
         return None
 
 
-def _walk_dir(root: Path, rules: _Ignore, max_file_bytes: int, links: _LinkRule) -> Iterator[FileEntry | Skipped]:
+def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, links: _LinkRule) -> Iterator[FileEntry | Skipped]:
     # explicit stack instead of recursion: deep trees must not hit the recursion limit
     root_spec = rules.load(root)
     stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec]]]] = [

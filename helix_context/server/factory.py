@@ -33,6 +33,7 @@ ROUTERS = (
     "helix_context.server.routes_dashboard",
     "helix_context.server.routes_genes",
     "helix_context.server.routes_proxy",
+    "helix_context.server.routes_sources",
 )
 
 
@@ -64,6 +65,15 @@ async def _prune_periodically(helix: Any) -> None:
             await asyncio.to_thread(helix.retention.run)
 
 
+def start_sources(helix: Any) -> Any:
+    """The living index: sources indexed, reconciled and watched from now on (sources/service.py)."""
+    from helix_context.sources.service import SourcesService
+
+    service = SourcesService(helix)
+    service.start()
+    return service
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_config()
 
@@ -81,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # ticking), and a request that needs a part waits on that part's lock, not on all of them
         app.state.warmup = asyncio.create_task(asyncio.to_thread(helix.load_parts))
         app.state.warmup.add_done_callback(_freeze_heap)
+        app.state.sources = await asyncio.to_thread(start_sources, helix)
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home)
         app.state.housekeeping = asyncio.create_task(_prune_periodically(helix))
@@ -90,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             app.state.housekeeping.cancel()
+            await asyncio.to_thread(app.state.sources.stop)
             app.state.helix.close()
             telemetry.shutdown()
             current, stale, _ = signals.read_server_state(settings.home)

@@ -235,3 +235,23 @@ def test_ingest_with_embeddings_stores_each_gene_the_vector_of_its_own_text(tmp_
     helix.genome.conn.execute("UPDATE genes SET embedding = NULL WHERE id % 2 = 0")
     assert helix.kv_backfill()["genes_embedded"] == sum(1 for g in genes if g.rowid % 2 == 0)
     check()
+
+
+def test_a_symlink_to_a_file_outside_is_not_followed(tmp_path: Path, helix: HelixContextManager) -> None:
+    """A walked folder may hold a link to ~/.ssh/id_rsa: without [ingest] follow_symlinks it is reported, not read;
+    a file that becomes such a link retires."""
+    secret = tmp_path / "outside" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("PRIVATE KEY hunter2_material\n")
+    root = make_tree(tmp_path / "demo")
+    (root / "key.txt").symlink_to(secret)
+    report = helix.ingest_path(root, embed=False)
+    assert {Path(s["path"]).name: s["reason"] for s in report.files_skipped}["key.txt"].startswith("symlink not followed")
+    readme = root / "README.md"
+    key = str(readme.resolve())
+    assert helix.genome.file_record(key) is not None
+    readme.unlink()
+    readme.symlink_to(secret)
+    again = helix.ingest_path(root, embed=False)
+    assert again.genes_retired >= 1 and helix.genome.file_record(key) is None
+    assert "hunter2" not in "\n".join(g.content for g in helix.genome.iter_genes())

@@ -1,0 +1,79 @@
+"""/sources: the folders kept indexed and watched (list, add, remove, pause, resume).
+
+Thin: each route calls one method of the app's SourcesService (sources/service.py).
+Adding answers at once (202); the folder is indexed in the background and
+GET /sources shows the progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from helix_context.server.errors import HelixHTTPError
+from helix_context.sources.registry import SourceError
+from helix_context.sources.service import SourcesService
+
+router = APIRouter(prefix="/sources", tags=["sources"])
+
+
+class AddSource(BaseModel):
+    path: str = Field(..., min_length=1, max_length=4096, description="a folder on this machine")
+    project: str | None = Field(None, max_length=200, description="project name (default: the repository's)")
+
+
+class RemoveSource(BaseModel):
+    path: str = Field(..., min_length=1, max_length=4096)
+    forget: bool = Field(False, description="also retire the folder's genes (default: they stay, unwatched)")
+
+
+def _service(request: Request) -> SourcesService:
+    service = getattr(request.app.state, "sources", None)
+    if service is None:
+        raise HelixHTTPError(503, "sources are not running yet (the backend is starting); retry in a moment",
+                             "unavailable")
+    return service
+
+
+@router.get("")
+def list_sources(request: Request) -> dict[str, Any]:
+    return _service(request).status()
+
+
+@router.post("", status_code=202)
+def add_source(body: AddSource, request: Request) -> dict[str, Any]:
+    try:
+        return _service(request).add(body.path, body.project)
+    except SourceError as exc:
+        raise HelixHTTPError(400, str(exc)) from None
+
+
+@router.delete("")
+async def remove_source(request: Request, path: str | None = Query(None, max_length=4096),
+                        forget: bool = Query(False)) -> JSONResponse:
+    """The folder in a JSON body {"path", "forget"} or in the query string (?path=…&forget=true)."""
+    service = _service(request)
+    if path is None:
+        try:
+            body = RemoveSource.model_validate_json(await request.body() or b"{}")
+        except ValueError:
+            raise HelixHTTPError(422, 'send {"path": "<folder>", "forget": false} or ?path=<folder>') from None
+        path, forget = body.path, body.forget
+    try:
+        return JSONResponse(await asyncio.to_thread(service.remove, path, forget=forget))
+    except SourceError as exc:
+        raise HelixHTTPError(404, str(exc), "not_found") from None
+
+
+@router.post("/pause")
+def pause(request: Request) -> dict[str, Any]:
+    return _service(request).pause()
+
+
+@router.post("/resume")
+def resume(request: Request) -> dict[str, Any]:
+    return _service(request).resume()

@@ -1,0 +1,167 @@
+"""`helix sources add|list|remove|pause|resume`: through the running backend, else recorded for its next start.
+
+The backend is the genome's one writer of genes, so the CLI never indexes a
+source itself: with a backend answering it calls /sources (and the backend
+indexes and watches at once); without one it writes the list in the genome and
+says that the next start will index it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from helix_context.config import Settings
+from helix_context.genome import sources_sql
+from helix_context.genome.store import Genome
+from helix_context.sources import registry
+from helix_context.sources.registry import SourceError
+
+
+class Backend:
+    """The running backend's /sources, or None when nothing answers at the configured address."""
+
+    def __init__(self, settings: Settings, timeout: float = 10.0) -> None:
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self.client = httpx.Client(base_url=settings.base_url, headers=headers, timeout=timeout)
+
+    @classmethod
+    def find(cls, settings: Settings) -> Backend | None:
+        backend = cls(settings)
+        try:
+            backend.client.get("/health", timeout=1.5)
+        except httpx.HTTPError:
+            backend.client.close()
+            return None
+        return backend
+
+    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self.client.request(method, path, **kwargs)
+        try:
+            data = response.json()
+        except ValueError:
+            data = {}
+        if response.status_code >= 400:
+            message = (data.get("error") or {}).get("message") if isinstance(data, dict) else None
+            raise SourceError(message or f"the backend answered {response.status_code} for {method} {path}")
+        return data
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _offline_status(genome: Genome) -> dict[str, Any]:
+    rows = [sources_sql.as_dict(r) for r in sources_sql.list_sources(genome)]
+    for row in rows:
+        row["watching"] = False
+    paused = sources_sql.paused(genome)
+    return {"backend": "not running", "paused": paused, "indexing": False, "sources": rows,
+            "summary": f"backend not running; {len(rows)} folder{'s' if len(rows) != 1 else ''} on the list"}
+
+
+def _ago(at: float | None) -> str:
+    if not at:
+        return "never"
+    seconds = max(0, time.time() - at)
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def _print_list(status: dict[str, Any]) -> None:
+    print(status["summary"])
+    for row in status["sources"]:
+        line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} genes  "
+                f"indexed {_ago(row['last_indexed']):<12} {row['path']}")
+        if row.get("project"):
+            line += f"  [{row['project']}]"
+        print(line)
+        if row.get("progress"):
+            print(f"            indexing {row['progress']['done']:,} / {row['progress']['total']:,} files")
+        if row.get("skipped_total"):
+            print(f"            {row['skipped_total']} skipped, e.g. {row['skipped'][0]['path']}: "
+                  f"{row['skipped'][0]['reason']}" if row["skipped"] else f"            {row['skipped_total']} skipped")
+        if row.get("last_error"):
+            print(f"            {row['last_error']}")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    backend = Backend.find(settings)
+    try:
+        if backend is not None:
+            data = _online(args, backend)
+        else:
+            genome = Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms)
+            try:
+                data = _offline(args, genome, settings)
+            finally:
+                genome.close()
+    except SourceError as exc:
+        print(f"helix sources: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if backend is not None:
+            backend.close()
+    if args.action == "list":
+        if args.json:
+            sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        else:
+            _print_list(data)
+    else:
+        print(data["message"])
+    return 0
+
+
+def _online(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
+    if args.action == "list":
+        return backend.call("GET", "/sources")
+    if args.action == "add":
+        # resolved here: the backend's working folder is not the user's
+        path = str(registry.resolve_folder(args.path))
+        row = backend.call("POST", "/sources", json={"path": path, "project": args.project})
+        return {**row, "message": f"added {row['path']}: the backend is indexing it now "
+                                  "(`helix sources list` shows the progress)"}
+    if args.action == "remove":
+        result = backend.call("DELETE", "/sources", json={"path": registry.lookup_key(args.path),
+                                                          "forget": args.forget})
+        return {**result, "message": f"removed {result['path']}: {result['detail']}"}
+    data = backend.call("POST", f"/sources/{args.action}")
+    return {**data, "message": data["summary"]}
+
+
+def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> dict[str, Any]:
+    if args.action == "list":
+        return _offline_status(genome)
+    if args.action == "add":
+        row = registry.record_add(genome, args.path, args.project, home=settings.home)
+        return {**sources_sql.as_dict(row), "message": f"added {row.path}; no backend is running, so it is "
+                                                         "indexed and watched when the backend next starts"}
+    if args.action == "remove":
+        result = registry.record_remove(genome, args.path, forget=args.forget)
+        what = "its genes are retired when the backend next starts" if args.forget else "its genes stay"
+        return {**result, "message": f"removed {result['path']} from the list; {what}"}
+    sources_sql.set_paused(genome, args.action == "pause")
+    return {"paused": args.action == "pause",
+            "message": f"indexing {'paused' if args.action == 'pause' else 'resumed'} for the next backend start"}
+
+
+def add_parser(sub: Any, func: Any) -> None:
+    p = sub.add_parser("sources", help="folders kept indexed and watched by the backend")
+    actions = p.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("add", help="index a folder now and keep it fresh")
+    a.add_argument("path")
+    a.add_argument("--project", help="project name (default: the repository's)")
+    a = actions.add_parser("list", help="the folders, with files, genes, last indexed, skipped files, errors")
+    a.add_argument("--json", action="store_true")
+    a = actions.add_parser("remove", help="stop watching a folder")
+    a.add_argument("path")
+    a.add_argument("--forget", action="store_true", help="also retire the folder's genes")
+    actions.add_parser("pause", help="stop watching and indexing until resumed")
+    actions.add_parser("resume", help="catch up and watch again")
+    p.set_defaults(func=func)

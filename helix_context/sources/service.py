@@ -1,0 +1,545 @@
+"""The backend's living index: every source indexed at once, watched, and kept fresh.
+
+One worker thread does all the indexing, through the same ingest as `helix
+ingest` (HelixContextManager.ingest_path), so the backend stays the genome's
+one writer and a watched file becomes exactly the genes a manual ingest would
+make. Watchers only hand over paths; work is kept per source and merged, so a
+burst that arrives while a folder is being indexed is one more batch, not
+hundreds.
+
+Kinds of work, per source (merged while waiting):
+  forget  – retire the folder's genes and drop it from the list (`remove --forget`)
+  full    – an incremental pass over the whole folder (added, start, resume, a folder
+            appeared or was renamed inside it): unchanged files cost a stat
+  paths   – the changed files of a burst: re-ingested, or retired when gone
+
+Polling (network drives) sees a file's modification time to the second only, so a
+second write within the same second as the one just indexed would go unseen: in
+that mode the files indexed less than two seconds after they were written are
+looked at again (a stat each) once that second has passed.
+
+Pausing stops the watchers and interrupts the running ingest between two files
+(what was written stays); resuming restarts the watchers and queues a full pass
+per source, which catches up on whatever changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from helix_context.genome import sources_sql
+from helix_context.genome.store import GenomeError
+from helix_context.ingest.pipeline import IngestReport, find_project
+from helix_context.sources.filters import PathFilter
+from helix_context.sources.registry import SourceError, find, resolve_folder
+from helix_context.sources.watcher import FolderWatcher
+from helix_context.weigh import Packet, PacketItem
+
+if TYPE_CHECKING:
+    from helix_context.manager import HelixContextManager
+
+log = logging.getLogger("helix.sources")
+
+_GONE = "does not exist"
+
+
+class _Interrupted(Exception):
+    """Raised from the ingest's progress callback: pause or removal stops it between two files."""
+
+
+@dataclass
+class _Work:
+    forget: bool = False
+    full: bool = False
+    paths: set[str] = field(default_factory=set)
+
+    def merge(self, other: _Work) -> None:
+        self.forget |= other.forget
+        self.full |= other.full
+        self.paths |= other.paths
+
+
+@dataclass
+class Progress:
+    source: str | None = None
+    done: int = 0
+    total: int = 0
+    kind: str = ""
+
+
+class SourcesService:
+    def __init__(self, helix: HelixContextManager) -> None:
+        self.helix = helix
+        self.genome = helix.genome
+        self.settings = helix.settings
+        self.cfg = helix.settings.sources
+        self._cond = threading.Condition()
+        self._work: dict[str, _Work] = {}
+        self._watchers: dict[str, FolderWatcher] = {}
+        self._watch_lock = threading.RLock()  # watchers start and stop from request threads and the worker
+        self._filters: dict[str, PathFilter] = {}
+        self._skips: dict[str, dict[str, str]] = {}
+        self._missing: set[str] = set()
+        self._cancel: set[str] = set()
+        self._progress = Progress()
+        self._paused = sources_sql.paused(self.genome)
+        self._stopping = False
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._recheck: dict[str, tuple[float, set[str]]] = {}  # polling: source → (when, files to stat again)
+        self.batches = 0  # bursts handed over by the watchers (benchmarks, tests)
+        self.ignored_events = 0  # events dropped by the filter before anything was queued
+
+    # ── life cycle ──
+
+    def start(self) -> None:
+        """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
+        for row in sources_sql.list_sources(self.genome):
+            self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
+            if row.pending == "forget":
+                self._queue(row.path, _Work(forget=True))
+                continue
+            self._queue(row.path, _Work(full=True))
+            if not self._paused:
+                self._watch(row.path)
+        self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
+        self._thread.start()
+        self.helix.sources = self  # packets of watched folders say when the watcher is replacing an item
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cancel.update(self._work)
+            if self._progress.source:
+                self._cancel.add(self._progress.source)
+            self._cond.notify_all()
+        for watcher in list(self._watchers.values()):
+            watcher.stop()
+        self._watchers.clear()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if getattr(self.helix, "sources", None) is self:
+            self.helix.sources = None
+
+    # ── user actions ──
+
+    def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
+        path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
+        key = str(path)
+        row = sources_sql.add_source(self.genome, key, project or None, time.time())
+        with self._cond:
+            self._cancel.discard(key)
+            self._missing.discard(key)
+        self._skips.setdefault(key, {})
+        self._queue(key, _Work(full=True))
+        if not self._paused:
+            self._watch(key)
+        return self._describe(row)
+
+    def remove(self, raw: str, *, forget: bool = False) -> dict[str, Any]:
+        row = find(self.genome, raw)
+        if row is None:
+            raise SourceError(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
+        key = row.path
+        self._unwatch(key)
+        with self._cond:
+            self._work.pop(key, None)
+            if self._progress.source == key:
+                self._cancel.add(key)
+            self._missing.discard(key)
+        if forget:
+            sources_sql.set_pending(self.genome, key, "forget")
+            sources_sql.set_state(self.genome, key, "removing")
+            self._queue(key, _Work(forget=True))
+        else:
+            sources_sql.delete_source(self.genome, key)
+            self._skips.pop(key, None)
+        return {"path": key, "removed": not forget, "forget": forget,
+                "detail": "its genes are being retired" if forget else "no longer watched; its genes stay"}
+
+    def pause(self) -> dict[str, Any]:
+        sources_sql.set_paused(self.genome, True)
+        with self._cond:
+            self._paused = True
+            if self._progress.source:
+                self._cancel.add(self._progress.source)
+            self._cond.notify_all()
+        for key in list(self._watchers):
+            self._unwatch(key)
+        return self.status()
+
+    def resume(self) -> dict[str, Any]:
+        sources_sql.set_paused(self.genome, False)
+        with self._cond:
+            self._paused = False
+        for row in sources_sql.list_sources(self.genome):
+            if row.pending == "forget":
+                continue
+            self._queue(row.path, _Work(full=True))  # catch up on what changed while paused
+            self._watch(row.path)
+        return self.status()
+
+    # ── what the tray, the dashboard and the CLI show ──
+
+    def status(self) -> dict[str, Any]:
+        with self._cond:
+            progress = Progress(self._progress.source, self._progress.done, self._progress.total,
+                                self._progress.kind)
+            queued = [k for k, w in self._work.items() if not w.forget]
+            busy = self._busy
+        rows = sources_sql.list_sources(self.genome)
+        sources = [self._describe(row, progress) for row in rows]
+        watching = [s for s in sources if s["state"] != "removing"]
+        missing = sum(1 for s in watching if s["state"] == "missing")
+        if self._paused:
+            summary = f"Indexing paused, {_folders(len(watching))}"
+        elif busy and progress.source:
+            summary = f"Indexing {progress.done:,} / {progress.total:,} files"
+        elif queued:
+            summary = f"Indexing: {_folders(len(queued))} waiting"
+        elif not watching:
+            summary = "No folders indexed yet"
+        else:
+            summary = f"Index up to date, {_folders(len(watching))}"
+        if missing:
+            summary += f" ({missing} missing)"
+        return {
+            "paused": self._paused,
+            "indexing": bool(busy or queued),
+            "summary": summary,
+            "progress": {"source": progress.source, "done": progress.done, "total": progress.total,
+                         "kind": progress.kind} if busy else None,
+            "queued": queued,
+            "watch": self.cfg.watch,
+            "force_polling": self.cfg.force_polling,
+            "sources": sources,
+        }
+
+    def _describe(self, row: sources_sql.SourceRow, progress: Progress | None = None) -> dict[str, Any]:
+        data = sources_sql.as_dict(row)
+        key = row.path
+        if row.state != "removing":
+            if key in self._missing:
+                data["state"] = "missing"
+                data["last_error"] = f"folder not found: looked for again every {self.cfg.missing_check_s:g} s"
+            elif self._paused:
+                data["state"] = "paused"
+            elif progress is not None and progress.source == key:
+                data["state"] = "indexing"
+            elif key in self._work:
+                data["state"] = "queued"
+        watcher = self._watchers.get(key)
+        data["watching"] = bool(watcher and watcher.alive and key not in self._missing)
+        data["polling"] = bool(watcher and watcher.polling)
+        if watcher is not None and watcher.error and not data.get("last_error"):
+            data["last_error"] = f"watching failed: {watcher.error}"
+        if progress is not None and progress.source == key:
+            data["progress"] = {"done": progress.done, "total": progress.total}
+        return data
+
+    def annotate(self, packet: Packet) -> Packet:
+        """Items of a watched folder whose file changed on disk say that the watcher is replacing them
+        (or that indexing is paused); they are never `verified` (weigh.py's live check sees the change)."""
+        roots = [key.rstrip("/\\") + os.sep for key, w in self._watchers.items() if key not in self._missing]
+        if not roots and not self._paused:
+            return packet
+        if self._paused:
+            roots = [r.path.rstrip("/\\") + os.sep for r in sources_sql.list_sources(self.genome)]
+            note = "its folder is watched, but indexing is paused: resume indexing to refresh it"
+        else:
+            note = (f"its folder is watched: the new text replaces this within about "
+                    f"{(self.cfg.debounce_ms + 1000) / 1000:g} s")
+
+        def mark(item: PacketItem) -> PacketItem:
+            if item.verdict != "needs_refresh" or not item.source_id or not item.source_id.startswith(tuple(roots)):
+                return item
+            return dataclasses.replace(item, reason=f"{item.reason}; {note}")
+
+        return dataclasses.replace(packet, stale_risk=tuple(map(mark, packet.stale_risk)))
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once nothing is queued or running (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._work or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0 or (self._paused and not self._busy):
+                    return not (self._work or self._busy)
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def wait_watching(self, timeout: float) -> bool:
+        """True once every watcher has its OS watch in place."""
+        deadline = time.monotonic() + timeout
+        for watcher in list(self._watchers.values()):
+            if not watcher.ready.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    # ── watchers ──
+
+    def _watch(self, key: str) -> None:
+        with self._watch_lock:
+            if not self.cfg.watch or self._stopping or self._paused:
+                return
+            current = self._watchers.get(key)
+            if current is not None and current.alive:
+                return
+            root = Path(key)
+            filt = PathFilter(root, self.settings.ingest, never=[self.settings.home])
+            self._filters[key] = filt
+
+            def wanted(path: str) -> bool:
+                if filt.wanted(path):
+                    return True
+                self.ignored_events += 1
+                return False
+
+            watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
+                                    on_missing=self._on_missing, on_back=self._on_back)
+            self._watchers[key] = watcher
+            watcher.start()
+
+    def _unwatch(self, key: str) -> None:
+        with self._watch_lock:
+            watcher = self._watchers.pop(key, None)
+            self._filters.pop(key, None)
+        if watcher is not None:
+            watcher.stop()
+
+    def _on_changes(self, key: str, paths: set[str]) -> None:
+        self.batches += 1
+        # a changed .gitignore may bring files in: one pass over the folder applies the new rules
+        full = any(Path(p).name == ".gitignore" for p in paths)
+        self._queue(key, _Work(full=full, paths=paths))
+
+    def _on_missing(self, key: str) -> None:
+        with self._cond:
+            self._missing.add(key)
+        self._queue(key, _Work(full=True))  # the pass sees the folder gone and retires its files
+
+    def _on_back(self, key: str) -> None:
+        with self._cond:
+            self._missing.discard(key)
+        self._queue(key, _Work(full=True))
+
+    # ── the worker ──
+
+    def _queue(self, key: str, work: _Work) -> None:
+        with self._cond:
+            if self._stopping:
+                return
+            if key in self._work:
+                self._work[key].merge(work)
+            else:
+                self._work[key] = work
+            self._cond.notify_all()
+
+    def _next(self) -> tuple[str, _Work] | None:
+        with self._cond:
+            while True:
+                if self._stopping:
+                    return None
+                ready = [k for k, w in self._work.items() if w.forget or not self._paused]
+                if ready:
+                    key = next((k for k in ready if self._work[k].forget), ready[0])
+                    self._busy = True
+                    self._cancel.discard(key)
+                    return key, self._work.pop(key)
+                due = min((when for when, _ in self._recheck.values()), default=None)
+                if due is not None and not self._paused:
+                    wait = due - time.monotonic()
+                    if wait <= 0:
+                        self._queue_rechecks()
+                        continue
+                    self._cond.wait(wait)
+                else:
+                    self._cond.wait()
+
+    def _queue_rechecks(self) -> None:
+        """Polling only: files written in the second they were indexed, whose mtime now differs from the record."""
+        now = time.monotonic()
+        for key, (when, paths) in list(self._recheck.items()):
+            if when > now:
+                continue
+            del self._recheck[key]
+            changed = set()
+            for raw in paths:
+                record = self.genome.file_record(raw)
+                try:
+                    st = os.stat(raw)
+                except OSError:
+                    if record is not None:
+                        changed.add(raw)
+                    continue
+                if record is None or record.mtime_ns != st.st_mtime_ns or record.size != st.st_size:
+                    changed.add(raw)
+            if changed:
+                work = self._work.setdefault(key, _Work())
+                work.paths |= changed
+
+    def _schedule_recheck(self, key: str, paths: set[str]) -> None:
+        if not self.cfg.force_polling or not self.cfg.watch:
+            return
+        cutoff = time.time_ns() - 2_000_000_000
+        recent = {p for p, r in self.genome.file_records(under=key.rstrip("/\\") + os.sep).items()
+                  if r.mtime_ns > cutoff} if not paths else set(paths)
+        if not recent:
+            return
+        with self._cond:
+            when, pending = self._recheck.get(key, (0.0, set()))
+            self._recheck[key] = (max(when, time.monotonic() + 1.2), pending | recent)
+            self._cond.notify_all()
+
+    def _worker(self) -> None:
+        while (job := self._next()) is not None:
+            key, work = job
+            try:
+                self._run(key, work)
+            except _Interrupted:
+                with self._cond:
+                    cancelled = key in self._cancel
+                if not cancelled and not self._stopping:
+                    self._queue(key, work)  # paused: picked up again on resume
+            except (GenomeError, OSError) as exc:
+                log.warning("indexing %s failed: %s", key, exc)
+                self._set_state(key, "error", f"{exc}")
+            except Exception as exc:  # noqa: BLE001 - one folder's failure must not stop the others
+                log.exception("indexing %s failed", key)
+                self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._progress = Progress()
+                    self._cond.notify_all()
+
+    def _set_state(self, key: str, state: str, error: str | None = None) -> None:
+        try:
+            sources_sql.set_state(self.genome, key, state, last_error=error)
+        except GenomeError as exc:
+            log.warning("could not record the state of %s: %s", key, exc)
+
+    def _run(self, key: str, work: _Work) -> None:
+        if work.forget:
+            self._forget(key)
+            return
+        row = sources_sql.get_source(self.genome, key)
+        if row is None:
+            return
+        root = Path(key)
+        if not root.is_dir():
+            self._vanished(key)
+            return
+        if work.full or any(Path(p).is_dir() for p in work.paths):
+            # a folder appeared, or was renamed, inside the source: one pass applies every rule of the walk
+            self._full(key, row.project)
+        else:
+            self._paths(key, row.project, work.paths)
+
+    def _progress_cb(self, key: str, kind: str, offset: int = 0, total: int | None = None
+                     ) -> Callable[[int, int, str], None]:
+        def progress(index: int, count: int, _path: str) -> None:
+            with self._cond:
+                if key in self._cancel or self._paused or self._stopping:
+                    raise _Interrupted()
+                self._progress = Progress(key, offset + index, total if total is not None else count, kind)
+        return progress
+
+    def _full(self, key: str, project: str | None) -> None:
+        with self._cond:
+            self._progress = Progress(key, 0, 0, "full")
+        self._set_state(key, "indexing", None)
+        report = self.helix.ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
+        self._skips[key] = {s["path"]: s["reason"] for s in report.files_skipped if not s["reason"].startswith(_GONE)}
+        self._record(key, report)
+        self._schedule_recheck(key, set())
+
+    def _paths(self, key: str, project: str | None, paths: set[str]) -> None:
+        files: list[str] = []
+        for raw in sorted(paths):
+            path = Path(raw)
+            if path.exists() and not self._inside(key, path):
+                # a symlink (to ~/.ssh, to /etc …) is never followed unless [ingest] follow_symlinks says so,
+                # exactly as the walk does; a file it replaced retires
+                if self.genome.file_record(raw) is not None:
+                    self.genome.retire_source(raw)
+                continue
+            if path.exists() or self.genome.file_record(raw) is not None:
+                files.append(raw)
+            else:  # a folder that was deleted or renamed away: each file it held retires
+                files.extend(sources_sql.paths_under(self.genome, raw))
+        if not files:
+            return
+        groups: dict[str | None, list[str]] = {}
+        for raw in dict.fromkeys(files):
+            name = project or find_project(Path(raw), Path(key))
+            groups.setdefault(name, []).append(raw)
+        total = sum(len(g) for g in groups.values())
+        if total >= 8 and not self.settings.embedding.enabled:
+            self.helix.start_parse_workers()  # a checkout without embeddings: parsed on every core
+        done = 0
+        skips = self._skips.setdefault(key, {})
+        last: IngestReport | None = None
+        with self._cond:
+            self._progress = Progress(key, 0, total, "changes")
+        for name, group in groups.items():
+            last = self.helix.ingest_path(group, project=name,
+                                          progress=self._progress_cb(key, "changes", done, total))
+            done += len(group)
+            for raw in group:
+                skips.pop(raw, None)
+            for item in last.files_skipped:
+                if not item["reason"].startswith(_GONE):
+                    skips[item["path"]] = item["reason"]
+        if last is not None:
+            self._record(key, last)
+        self._schedule_recheck(key, set(files))
+
+    def _inside(self, key: str, path: Path) -> bool:
+        """The path is what it says: no symlink on the way (unless followed by choice), under the source."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return False
+        if self.settings.ingest.follow_symlinks:
+            return True
+        return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
+
+    def _record(self, key: str, report: IngestReport) -> None:
+        skips = self._skips.get(key, {})
+        state = "watching" if self.cfg.watch else "indexed"
+        sources_sql.record_index(self.genome, key, at=time.time(),
+                                 skipped=[{"path": p, "reason": r} for p, r in sorted(skips.items())],
+                                 skipped_total=len(skips), last_error=None, state=state,
+                                 max_skipped=self.cfg.max_skipped)
+
+    def _vanished(self, key: str) -> None:
+        """The folder is gone: its files' genes retire (they would be served as stale otherwise)."""
+        with self._cond:
+            self._missing.add(key)
+        gone = sources_sql.paths_under(self.genome, key)
+        for path in gone:
+            self.genome.retire_source(path)
+        sources_sql.record_index(self.genome, key, at=time.time(), skipped=[], skipped_total=0,
+                                 last_error=f"folder not found: {key}", state="missing",
+                                 max_skipped=self.cfg.max_skipped)
+        if self.cfg.watch and key not in self._watchers and not self._paused:
+            self._watch(key)  # its watcher looks for it and reports when it is back
+
+    def _forget(self, key: str) -> None:
+        for path in sources_sql.paths_under(self.genome, key):
+            self.genome.retire_source(path)
+        sources_sql.delete_source(self.genome, key)
+        self._skips.pop(key, None)
+
+
+def _folders(n: int) -> str:
+    return f"{n:,} folder{'s' if n != 1 else ''}"

@@ -1,0 +1,298 @@
+"""Watched folders with real file events (watchfiles: inotify here, and its polling mode).
+
+Each test changes files on disk the way an editor, git or a user would, and
+checks what the genome then holds — the genes /context would serve.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from helix_context.genome import sources_sql
+from tests.sources.conftest import make_tree, wait_until, write
+
+
+def _content(service, path: Path) -> str:
+    return "\n".join(g.content for g in service.genome.genes_for_source(str(path)))
+
+
+def _indexed(service, path: Path) -> bool:
+    return service.genome.file_record(str(path)) is not None
+
+
+def test_edit_delete_rename_and_new_file_are_followed(service_factory, tmp_path: Path, mode: str) -> None:
+    service = service_factory(polling=mode == "polling")
+    root = make_tree(tmp_path / "proj")
+    added = service.add(str(root))
+    assert added["path"] == str(root.resolve())
+    assert service.wait_idle(30) and service.wait_watching(10)
+    src = root.resolve() / "src"
+    assert "function_0" in _content(service, src / "mod_0.py")
+
+    write(src / "mod_0.py", "def freshly_edited_function():\n    return 'edited'\n")
+    wait_until(lambda: "freshly_edited_function" in _content(service, src / "mod_0.py"), what="the edit")
+    assert "function_0" not in _content(service, src / "mod_0.py")
+
+    (src / "mod_1.py").unlink()
+    wait_until(lambda: not _indexed(service, src / "mod_1.py"), what="the delete")
+    assert service.genome.genes_for_source(str(src / "mod_1.py")) == []
+
+    (src / "mod_2.py").rename(src / "renamed_mod.py")
+    wait_until(lambda: _indexed(service, src / "renamed_mod.py") and not _indexed(service, src / "mod_2.py"),
+               what="the rename")
+    assert "function_2" in _content(service, src / "renamed_mod.py")
+
+    write(src / "pkg" / "brand_new.py", "def brand_new_helper():\n    return 42\n")
+    wait_until(lambda: "brand_new_helper" in _content(service, src / "pkg" / "brand_new.py"), what="the new file")
+
+    status = service.status()
+    (row,) = status["sources"]
+    assert row["files"] == 6 and row["genes"] >= 6 and row["watching"]
+    assert status["summary"] == "Index up to date, 1 folder"
+
+
+def test_writes_to_ignored_paths_queue_nothing(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    write(root / ".gitignore", "generated/\n*.log\n")
+    for folder in (".git/objects", "node_modules/left-pad", "generated", "build"):
+        (root / folder).mkdir(parents=True)  # watched from the start (a brand-new folder's first events can race)
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    batches = service.batches
+    for i in range(30):
+        write(root / ".git" / "objects" / f"ab{i:02d}", "blob")
+        write(root / "node_modules" / "left-pad" / f"index{i}.js", "module.exports = 1;\n")
+        write(root / "generated" / f"out{i}.py", "X = 1\n")
+        write(root / "src" / f"debug{i}.log", "DEBUG nothing\n")
+        write(root / "build" / f"obj{i}.py", "Y = 2\n")
+    wait_until(lambda: service.ignored_events >= 100, what="the events to reach the filter")
+    write(root / "src" / "marker.py", "MARKER = 'visible'\n")  # a wanted file, after the ignored ones
+    wait_until(lambda: _indexed(service, root.resolve() / "src" / "marker.py"), what="the marker file")
+    assert service.batches - batches == 1  # only the marker's batch was queued
+    indexed = set(service.genome.file_records(under=str(root.resolve())))
+    assert not [p for p in indexed if any(part in p for part in ("/.git/", "node_modules", "generated", ".log",
+                                                                  "/build/"))]
+
+
+def test_a_500_file_checkout_is_batched_and_matches_a_clean_ingest(service_factory, tmp_path: Path,
+                                                                   settings) -> None:
+    from helix_context.manager import HelixContextManager
+    from tests.sources.conftest import fast_settings
+
+    service = service_factory()
+    root = tmp_path / "repo"
+    for i in range(500):
+        write(root / f"pkg{i % 10}" / f"file_{i}.py", f"def old_{i}():\n    return {i}\n")
+    service.add(str(root))
+    assert service.wait_idle(120) and service.wait_watching(10)
+    batches = service.batches
+    for i in range(500):  # "git checkout other-branch": every file rewritten at once
+        write(root / f"pkg{i % 10}" / f"file_{i}.py", f"def new_{i}():\n    return {i} * 2\n")
+    resolved = root.resolve()
+    wait_until(lambda: "new_499" in _content(service, resolved / "pkg9" / "file_499.py")
+               and service.wait_idle(0.01), timeout=120, what="the checkout to be indexed")
+    assert service.wait_idle(60)
+    assert service.batches - batches <= 25, f"{service.batches - batches} batches for one checkout"
+
+    clean = HelixContextManager(fast_settings(settings).replace(genome={"path": str(tmp_path / "clean.db")}))
+    try:
+        clean.ingest_path(resolved)
+        want = {p: r.content_hash for p, r in clean.genome.file_records(under=str(resolved)).items()}
+        got = {p: r.content_hash for p, r in service.genome.file_records(under=str(resolved)).items()}
+        assert got == want and len(got) == 500
+        live = lambda g: sorted(x.gene_id for x in g.iter_genes())  # noqa: E731
+        assert live(service.genome) == live(clean.genome)
+    finally:
+        clean.close()
+
+
+def test_a_watched_folder_removed_from_disk_shows_missing_and_comes_back(service_factory, tmp_path: Path,
+                                                                         mode: str) -> None:
+    service = service_factory(polling=mode == "polling")
+    root = make_tree(tmp_path / "proj")
+    key = str(root.resolve())
+    service.add(key)
+    assert service.wait_idle(30) and service.wait_watching(10)
+    assert sources_sql.counts_under(service.genome, key)[0] == 6
+
+    shutil.rmtree(root)
+    wait_until(lambda: service.status()["sources"][0]["state"] == "missing", what="the folder to show missing")
+    wait_until(lambda: sources_sql.counts_under(service.genome, key) == (0, 0) and service.wait_idle(0.01),
+               what="its genes to retire")
+    status = service.status()
+    assert "not found" in status["sources"][0]["last_error"]
+    assert status["summary"].endswith("(1 missing)")
+    batches = service.batches
+    import time
+
+    time.sleep(2.5)  # two more looks for the folder: no error loop, nothing queued
+    assert service.batches == batches and service.wait_idle(0.01)
+    assert service.status()["sources"][0]["state"] == "missing"
+
+    make_tree(root, n=2)
+    wait_until(lambda: service.status()["sources"][0]["state"] == "watching"
+               and sources_sql.counts_under(service.genome, key)[0] == 3, timeout=20, what="the folder to come back")
+    write(root / "src" / "after.py", "def after_return():\n    return 1\n")
+    wait_until(lambda: _indexed(service, root.resolve() / "src" / "after.py"), what="watching again")
+
+
+def test_pause_stops_watching_and_resume_catches_up(service_factory, tmp_path: Path) -> None:
+    import time
+
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    src = root.resolve() / "src"
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+
+    paused = service.pause()
+    assert paused["paused"] and paused["summary"] == "Indexing paused, 1 folder"
+    assert paused["sources"][0]["state"] == "paused" and not paused["sources"][0]["watching"]
+    write(src / "mod_0.py", "def edited_while_paused():\n    return 0\n")
+    (src / "mod_3.py").unlink()
+    time.sleep(1.5)
+    assert "edited_while_paused" not in _content(service, src / "mod_0.py")
+    assert _indexed(service, src / "mod_3.py")
+    assert sources_sql.paused(service.genome)  # a restart stays paused
+
+    resumed = service.resume()
+    assert not resumed["paused"]
+    wait_until(lambda: "edited_while_paused" in _content(service, src / "mod_0.py")
+               and not _indexed(service, src / "mod_3.py"), what="resume to catch up")
+    assert service.wait_watching(10)
+    write(src / "mod_4.py", "def edited_after_resume():\n    return 4\n")
+    wait_until(lambda: "edited_after_resume" in _content(service, src / "mod_4.py"), what="watching again")
+
+
+def test_start_reconciles_what_changed_while_helix_was_not_running(service_factory, tmp_path: Path) -> None:
+    first = service_factory()
+    root = make_tree(tmp_path / "proj")
+    src = root.resolve() / "src"
+    first.add(str(root))
+    assert first.wait_idle(30)
+    first.stop()
+
+    write(src / "mod_0.py", "def changed_offline():\n    return 0\n")
+    (src / "mod_1.py").unlink()
+    write(src / "offline_new.py", "def created_offline():\n    return 1\n")
+    old = os.stat(src / "mod_4.py")
+
+    second = service_factory()
+    assert second.wait_idle(30)
+    assert "changed_offline" in _content(second, src / "mod_0.py")
+    assert not _indexed(second, src / "mod_1.py")
+    assert "created_offline" in _content(second, src / "offline_new.py")
+    assert second.genome.file_record(str(src / "mod_4.py")).mtime_ns == old.st_mtime_ns
+
+
+def test_remove_keeps_genes_unless_forget(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    keep, drop = make_tree(tmp_path / "keep"), make_tree(tmp_path / "drop")
+    service.add(str(keep))
+    service.add(str(drop), project="dropped")
+    assert service.wait_idle(30) and service.wait_watching(10)
+    service.remove(str(keep))
+    service.remove(str(drop), forget=True)
+    assert service.wait_idle(30)
+    assert service.status()["sources"] == []
+    assert sources_sql.counts_under(service.genome, str(keep.resolve()))[0] == 6
+    assert sources_sql.counts_under(service.genome, str(drop.resolve())) == (0, 0)
+    write(keep / "src" / "mod_0.py", "def not_watched_any_more():\n    return 0\n")
+    import time
+
+    time.sleep(1.0)
+    assert "not_watched_any_more" not in _content(service, keep.resolve() / "src" / "mod_0.py")
+
+
+def test_packet_items_of_a_watched_folder_are_verified_only_while_they_match_disk(service_factory,
+                                                                                 tmp_path: Path) -> None:
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    target = root.resolve() / "src" / "mod_0.py"
+    service.add(str(root))
+    assert service.wait_idle(30)
+    helix = service.helix
+
+    def item(query: str):
+        packet = helix.packet(query, "explain")
+        return next(i for i in packet.items if i.source_id == str(target))
+
+    before = item("function_0 module 0 of the tree")
+    assert before.source_check == "unchanged" and before.verdict == "verified", before.reason
+
+    service.pause()
+    write(target, "def function_0():\n    \"\"\"Module 0, rewritten while indexing is paused.\"\"\"\n    return -1\n")
+    stale = item("function_0 module 0 of the tree")
+    assert stale.verdict == "needs_refresh" and stale.source_check == "changed"
+    assert "indexing is paused: resume indexing to refresh it" in stale.reason
+
+    service.resume()
+    wait_until(lambda: "rewritten while indexing is paused" in _content(service, target), what="the re-index")
+    after = item("function_0 module 0 rewritten while indexing is paused")
+    assert after.source_check == "unchanged" and after.verdict == "verified", after.reason
+
+
+def test_a_hostile_symlink_in_a_watched_folder_is_never_followed(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    secrets = tmp_path / "outside"
+    write(secrets / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY----- hunter2_secret_material\n")
+    write(secrets / "nested" / "token.txt", "api_token=hunter2_token_material\n")
+    root = make_tree(tmp_path / "proj")
+    write(root / "src" / "plain.py", "def plain_file():\n    return 1\n")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    src = root.resolve() / "src"
+
+    (src / "key.py").symlink_to(secrets / "id_rsa")             # a new symlink to a secret file
+    (src / "linked").symlink_to(secrets, target_is_directory=True)  # a new symlink to an outside folder
+    (src / "plain.py").unlink()
+    (src / "plain.py").symlink_to(secrets / "nested" / "token.txt")  # a watched file replaced by a link
+    write(src / "marker.py", "MARKER = 'after the links'\n")
+    wait_until(lambda: _indexed(service, src / "marker.py") and service.wait_idle(0.01), what="the marker")
+    assert service.wait_idle(10)
+    indexed = "\n".join(g.content for g in service.genome.iter_genes())
+    assert "hunter2" not in indexed
+    assert not _indexed(service, src / "plain.py")
+    assert all(str(secrets) not in p for p in service.genome.file_records())
+    skipped = service.status()["sources"][0]["skipped"]
+    assert not any("hunter2" in s["path"] for s in skipped)
+
+
+def test_a_renamed_folder_moves_its_files(service_factory, tmp_path: Path) -> None:
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    resolved = root.resolve()
+    (resolved / "src").rename(resolved / "lib")
+    wait_until(lambda: _indexed(service, resolved / "lib" / "mod_3.py")
+               and not _indexed(service, resolved / "src" / "mod_3.py"), what="the folder rename")
+    assert service.wait_idle(30)
+    assert sorted(Path(p).parent.name for p in service.genome.file_records(under=str(resolved))) == \
+        ["lib"] * 5 + ["proj"]
+    assert "function_3" in _content(service, resolved / "lib" / "mod_3.py")
+
+
+def test_pause_interrupts_a_running_index_and_resume_finishes_it(service_factory, tmp_path: Path) -> None:
+    import time
+
+    service = service_factory()
+    root = tmp_path / "big"
+    for i in range(1500):
+        write(root / f"pkg{i % 20}" / f"m{i}.py", f"def f{i}():\n    return {i}\n")
+    key = str(root.resolve())
+    service.add(key)
+    wait_until(lambda: (service.status()["progress"] or {}).get("done", 0) > 50, what="indexing to be under way")
+    service.pause()
+    assert service.wait_idle(10)  # the running ingest stopped between two files
+    stopped_at = sources_sql.counts_under(service.genome, key)[0]
+    assert stopped_at < 1500
+    time.sleep(1.0)
+    assert sources_sql.counts_under(service.genome, key)[0] == stopped_at
+    assert service.status()["summary"] == "Indexing paused, 1 folder"
+    service.resume()
+    wait_until(lambda: sources_sql.counts_under(service.genome, key)[0] == 1500 and service.wait_idle(0.01),
+               timeout=120, what="resume to finish the folder")
