@@ -168,6 +168,10 @@ def dbus_reason(env: Mapping[str, str], which: Callable[[str], str | None] = shu
 
 
 def _gtk_base(name: str) -> type:
+    import gi  # type: ignore[import-not-found]
+    from gi.repository import GLib  # type: ignore[import-not-found]
+
+    GLib.set_prgname("helix-tray")  # the name GTK gives the icon's and the menu's windows
     module = importlib.import_module(f"pystray._{name}")  # imports gi, Gtk (init_check needs a display)
     return module.Icon
 
