@@ -70,9 +70,14 @@ def _fmt(info):
 
 def choose(found, os_name=os.name, user_chose=False):
     """(info of the Python to use or None, system_site, message) from probed interpreters, in order."""
-    usable = [f for f in found if f and f["version"] >= MIN_VERSION]
+    unique = {}
+    for f in found:
+        if f and f["executable"] not in unique:
+            unique[f["executable"]] = f
+    found = list(unique.values())
+    usable = [f for f in found if f["version"] >= MIN_VERSION]
     if not usable:
-        older = [f for f in found if f]
+        older = found
         msg = "Helix needs Python 3.11 or newer"
         if older:
             msg += "; found only " + ", ".join(_fmt(f) for f in older)
