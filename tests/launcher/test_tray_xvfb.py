@@ -58,13 +58,6 @@ def _x(env: dict, *cmd: str) -> str:
     return subprocess.run(list(cmd), env=env, capture_output=True, text=True, timeout=20).stdout
 
 
-def _free_display() -> int:
-    for n in range(90, 300):
-        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
-            return n
-    raise RuntimeError("no free X display number")
-
-
 def _stop(proc: subprocess.Popen | None) -> None:
     if proc is None or proc.poll() is not None:
         return
@@ -82,11 +75,14 @@ def xsession(tmp_path_factory):
     why = _session_skip()
     if why:
         pytest.skip(why)
-    display = f":{_free_display()}"
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(subprocess.Popen(["Xvfb", display, "-screen", "0", "640x360x24", "-nolisten", "tcp"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # Xvfb picks a free display number itself and tells us: no race with other X servers starting now
+        xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "640x360x24", "-nolisten", "tcp"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(xvfb)
+        assert xvfb.stdout is not None
+        display = f":{xvfb.stdout.readline().strip()}"
         wait_until(lambda: subprocess.run(["xdpyinfo", "-display", display], capture_output=True).returncode == 0,
                    timeout=20, every=0.05)
         bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
@@ -101,7 +97,10 @@ def xsession(tmp_path_factory):
         procs.append(subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
                                        "--height", "40", "--SetDockType", "true"], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_until(lambda: '"panel"' in _x(env, "xwininfo", "-root", "-tree"), timeout=20, every=0.05)
+        try:
+            wait_until(lambda: '"panel"' in _x(env, "xwininfo", "-root", "-tree"), timeout=30, every=0.05)
+        except AssertionError:
+            raise AssertionError(f"trayer never showed its panel (exit code {procs[-1].poll()})") from None
         yield env
     finally:
         for proc in reversed(procs):
@@ -179,8 +178,8 @@ def _choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = N
     wait_until(lambda: not _menu_window(env), timeout=10, every=0.05)
 
 
-@pytest.mark.parametrize("path", ["xorg", "appindicator"])
-def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path, xsession, tmp_path, request):
+def _tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, dict]:
+    """The interpreter and environment for one path; the stand-in browser writes to tmp_path/urls.txt."""
     env = dict(xsession)
     python = sys.executable
     if path == "appindicator":
@@ -196,28 +195,39 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
         empty_bin = tmp_path / "bin"
         empty_bin.mkdir()
         env["PATH"] = str(empty_bin)  # no dbus-launch to autostart a bus
-    urls = tmp_path / "urls.txt"
     browser = tmp_path / "browser.sh"
-    browser.write_text(f"#!/bin/sh\necho \"$1\" >> {urls}\n")
+    browser.write_text(f"#!/bin/sh\necho \"$1\" >> {tmp_path / 'urls.txt'}\n")
     browser.chmod(0o755)
-    port = free_port()
-    home = tmp_path / "home"
-    env.update({"BROWSER": str(browser), "HELIX_HOME": str(home), "HELIX_SERVER_PORT": str(port),
+    env.update({"BROWSER": str(browser), "HELIX_HOME": str(tmp_path / "home"), "HELIX_SERVER_PORT": str(free_port()),
                 "HELIX_WATCHERS_OLLAMA_URL": f"http://127.0.0.1:{free_port()}",
                 "HELIX_SUPERVISOR_HEALTH_INTERVAL_S": "0.2", "PYTHONPATH": str(REPO)})
+    return python, env
+
+
+def _start_tray(python: str, env: dict, log_path: Path, xsession: dict) -> tuple[subprocess.Popen, int, str]:
+    """The real launcher, until its backend serves and its icon is docked: (process, backend pid, icon)."""
+    with log_path.open("w") as log:
+        tray = subprocess.Popen([python, "-m", "launcher.tray"], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        pid = wait_until(lambda: health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"), timeout=40)["pid"]
+        icon = wait_until(lambda: _icon_window(xsession), timeout=20, every=0.05)
+    except AssertionError:
+        _stop(tray)
+        raise AssertionError("tray never served / docked:\n" + log_path.read_text(errors="replace")) from None
+    return tray, pid, icon
+
+
+@pytest.mark.parametrize("path", ["xorg", "appindicator"])
+def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path, xsession, tmp_path, request):
+    python, env = _tray_env(xsession, tmp_path, path, request)
+    urls = tmp_path / "urls.txt"
+    base = f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        with log_path.open("w") as log:
-            tray = subprocess.Popen([python, "-m", "launcher.tray"], cwd=REPO, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            first = wait_until(lambda: health(base), timeout=40)["pid"]
-            icon = wait_until(lambda: _icon_window(xsession), timeout=20, every=0.05)
-        except AssertionError:
-            raise AssertionError("tray never served / docked:\n" + log_path.read_text(errors="replace")) from None
+        tray, first, icon = _start_tray(python, env, log_path, xsession)
         text = log_path.read_text(errors="replace")
         assert f"tray backend: {path}" in text, text
         if path == "xorg":
@@ -254,5 +264,27 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
         assert health(base) is None
         assert not psutil.pid_exists(second) or psutil.Process(second).status() == psutil.STATUS_ZOMBIE
         assert not _icon_window(xsession)
+    finally:
+        _stop(tray)
+
+
+def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, request):
+    """The X server drops the icon's connection (xdotool windowkill): no tray left hanging without an
+    icon, the backend it started goes too, within 5 s, with a message that says what happened."""
+    python, env = _tray_env(xsession, tmp_path, "xorg", request)
+    log_path = tmp_path / "tray.log"
+    tray = None
+    try:
+        tray, pid, icon = _start_tray(python, env, log_path, xsession)
+        started = time.monotonic()
+        _x(xsession, "xdotool", "windowkill", icon)
+        code = tray.wait(timeout=15)
+        took = time.monotonic() - started
+        text = log_path.read_text(errors="replace")
+        assert code == 4, text
+        assert took < 5.0, f"took {took:.1f} s"
+        assert "tray icon's loop ended" in text and "helix supervise" in text
+        assert health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}") is None
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     finally:
         _stop(tray)
