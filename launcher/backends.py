@@ -15,7 +15,8 @@ The icon classes are pystray's, with what Helix needs on top:
   session (no notification service) only turns notifications off;
 - xorg (XEmbed): the icon window asks for button presses (pystray's does not, so
   clicks were lost); a left click runs the default action, a right click posts
-  Helix's own Tk menu (launcher.popup) at the pointer.
+  Helix's own Tk menu (launcher.popup) at the pointer; a stop always ends the
+  loop (see _XorgMixin.stop).
 """
 
 from __future__ import annotations
@@ -157,6 +158,29 @@ class _XorgMixin(_HelixIconMixin):
 
     def _update_menu(self) -> None:
         pass  # the pop-up collects its entries when it opens
+
+    def stop(self) -> None:
+        # pystray hands every call to its loop through one shared reply queue, so a stop racing an
+        # icon update can return before the loop saw it, and the loop then waits for X events forever.
+        # A window destroyed from a second connection always reaches the loop (DestroyNotify) and ends it.
+        timer = threading.Timer(0.3, self._destroy_window)
+        timer.daemon = True
+        timer.start()
+        super().stop()  # type: ignore[misc]
+
+    def _destroy_window(self) -> None:
+        try:
+            import Xlib.display  # type: ignore[import-not-found]
+
+            display = Xlib.display.Display()
+            try:
+                display.set_error_handler(lambda *_: None)  # already gone: the polite stop worked
+                display.create_resource_object("window", self._window.id).destroy()  # type: ignore[attr-defined]
+                display.sync()
+            finally:
+                display.close()
+        except Exception:  # noqa: BLE001 - the X server itself is gone: the loop has ended anyway
+            log.debug("could not destroy the icon window", exc_info=True)
 
 
 def on_click(icon: Any, button: int, x: int, y: int) -> None:

@@ -14,6 +14,7 @@ takes locks that the interrupted main thread may be holding.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -61,7 +62,12 @@ class StopDeadline:
         if self._done.wait(self.seconds):
             return
         self.fired = True
-        log.error("the tray did not stop within %.1f s; killing the backend it started and exiting", self.seconds)
+        log.error("the tray did not stop within %.1f s; killing the backend it started and exiting "
+                  "(where each thread was stuck follows on stderr)", self.seconds)
+        try:
+            faulthandler.dump_traceback(all_threads=True)
+        except Exception:  # noqa: BLE001 - stderr may be closed
+            pass
         try:
             self._kill_backend()
         except Exception:  # noqa: BLE001 - exiting matters more than a clean log

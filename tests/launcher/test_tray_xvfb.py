@@ -292,3 +292,24 @@ def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, req
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     finally:
         _stop(tray)
+
+
+@pytest.mark.parametrize("path", ["appindicator"])
+def test_ctrl_c_ends_a_glib_tray_and_its_backend(path, xsession, tmp_path, request):
+    """SIGINT on the GLib loop (pystray used to reset it to the default: the tray died, the backend lived)."""
+    python, env = _tray_env(xsession, tmp_path, path, request)
+    log_path = tmp_path / "tray.log"
+    tray = None
+    try:
+        tray, pid, _icon = _start_tray(python, env, log_path, xsession)
+        started = time.monotonic()
+        tray.send_signal(signal.SIGINT)
+        code = tray.wait(timeout=15)
+        took = time.monotonic() - started
+        assert code == 0, log_path.read_text(errors="replace")
+        assert took < 5.0, f"took {took:.1f} s"
+        assert "stopping (SIGINT)" in log_path.read_text(errors="replace")
+        assert health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}") is None
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        _stop(tray)

@@ -1,0 +1,165 @@
+"""How fast the tray stops on SIGTERM, per tray backend, against a baseline measured in the same run.
+
+Under a private Xvfb + D-Bus session + trayer (the XEmbed tray host), for each backend that can run
+here, the real `python -m launcher.tray` is started, waited on until its backend serves and its icon
+is docked, then sent SIGTERM; the time until the tray process has exited and its backend no longer
+answers is the number. Target: <= 5 s on every backend.
+
+  baseline      `helix-tray --headless` (the supervisor alone, no icon): the same backend stop
+  xorg          pystray's XEmbed icon with Helix's Tk menu (this Python)
+  gtk           GTK status icon        (a venv from the system Python with --system-site-packages)
+  appindicator  AppIndicator           (same venv)
+
+    python benchmarks/bench_tray_stop.py [--runs 3]
+
+Needs xvfb, x11-utils, xdotool, trayer, dbus; gtk/appindicator need python3-gi,
+gir1.2-gtk-3.0 and gir1.2-ayatanaappindicator3-0.1 for a system Python of this Python's version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import site
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).absolute().parent.parent
+TARGET_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=0.5, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait(pred, timeout: float, every: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return False
+
+
+def x_session(procs: list[subprocess.Popen]) -> dict[str, str]:
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "640x360x24", "-nolisten", "tcp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    procs.append(xvfb)
+    display = f":{xvfb.stdout.readline().strip()}"
+    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    procs.append(bus)
+    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.stdout.readline().strip(),
+           "NO_AT_BRIDGE": "1", "PYTHONPATH": str(ROOT)}
+    procs.append(subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
+                                   "--height", "40"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    wait(lambda: '"panel"' in subprocess.run(["xwininfo", "-root", "-tree"], env=env, capture_output=True,
+                                              text=True).stdout, 30)
+    return env
+
+
+def gi_python(tmp: Path) -> str:
+    want = "%d.%d" % sys.version_info[:2]
+    for cand in ("/usr/bin/python3", f"/usr/bin/python{want}"):
+        if not Path(cand).exists():
+            continue
+        probe = ("import sys, gi; gi.require_version('Gtk', '3.0'); gi.require_version('AyatanaAppIndicator3', "
+                 "'0.1'); from gi.repository import Gtk, AyatanaAppIndicator3; print('%d.%d' % sys.version_info[:2])")
+        out = subprocess.run([cand, "-c", probe], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip() == want:
+            venv = tmp / "gi-venv"
+            subprocess.run([cand, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+            py = venv / "bin" / "python"
+            target = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+            Path(target, "helix-bench.pth").write_text("\n".join([str(ROOT), *site.getsitepackages()]) + "\n")
+            return str(py)
+    return ""
+
+
+def one_stop(python: str, env: dict[str, str], backend: str, home: Path) -> float | None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    run_env = {**env, "HELIX_HOME": str(home), "HELIX_SERVER_PORT": str(port),
+               "HELIX_WATCHERS_OLLAMA_URL": f"http://127.0.0.1:{free_port()}"}
+    args = [python, "-m", "launcher.tray"]
+    if backend == "baseline":
+        args.append("--headless")
+    else:
+        run_env["HELIX_TRAY_BACKEND"] = backend
+    proc = subprocess.Popen(args, cwd=ROOT, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not wait(lambda: serving(url), 60):
+            return None
+        if backend != "baseline":
+            docked = lambda: "Helix Context - running" in subprocess.run(  # noqa: E731
+                ["xwininfo", "-root", "-tree"], env=env, capture_output=True, text=True).stdout
+            if not wait(docked, 30):
+                return None
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        wait(lambda: not serving(url), 10, every=0.01)
+        return time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory(prefix="helix-bench-tray-") as tmp_s:
+        tmp = Path(tmp_s)
+        try:
+            env = x_session(procs)
+            gi = gi_python(tmp)
+            rows = [("baseline", sys.executable), ("xorg", sys.executable)]
+            if gi:
+                rows += [("gtk", gi), ("appindicator", gi)]
+            else:
+                print("gtk / appindicator: skipped (no system Python with python3-gi and AppIndicator)")
+            print(f"SIGTERM -> tray and backend gone, median of {args.runs} (target <= {TARGET_S:.0f} s); "
+                  f"2-core machine shared with other work: timings are noisy")
+            for name, python in rows:
+                times = [one_stop(python, env, name, tmp / f"{name}-{i}") for i in range(args.runs)]
+                ok = [t for t in times if t is not None]
+                if not ok:
+                    print(f"  {name:13s} did not start")
+                    continue
+                med = statistics.median(ok)
+                verdict = "" if name == "baseline" else (" ok" if max(ok) <= TARGET_S else " OVER TARGET")
+                print(f"  {name:13s} {med:5.2f} s  (max {max(ok):.2f} s){verdict}")
+        finally:
+            for proc in reversed(procs):
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
