@@ -19,9 +19,7 @@ gir1.2-gtk-3.0 and gir1.2-ayatanaappindicator3-0.1 for a system Python of this P
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import site
 import socket
 import statistics
 import subprocess
@@ -33,6 +31,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).absolute().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "launcher"))
+
+import xkit  # noqa: E402  (the private desktop the tray tests use)
+
 TARGET_S = 5.0
 
 
@@ -58,46 +60,10 @@ def wait(pred, timeout: float, every: float = 0.05) -> bool:
     return False
 
 
-def x_session(procs: list[subprocess.Popen]) -> dict[str, str]:
-    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "640x360x24", "-nolisten", "tcp"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    procs.append(xvfb)
-    display = f":{xvfb.stdout.readline().strip()}"
-    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    procs.append(bus)
-    env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.stdout.readline().strip(),
-           "NO_AT_BRIDGE": "1", "PYTHONPATH": str(ROOT)}
-    procs.append(subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
-                                   "--height", "40"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    wait(lambda: '"panel"' in subprocess.run(["xwininfo", "-root", "-tree"], env=env, capture_output=True,
-                                              text=True).stdout, 30)
-    return env
-
-
-def gi_python(tmp: Path) -> str:
-    want = "%d.%d" % sys.version_info[:2]
-    for cand in ("/usr/bin/python3", f"/usr/bin/python{want}"):
-        if not Path(cand).exists():
-            continue
-        probe = ("import sys, gi; gi.require_version('Gtk', '3.0'); gi.require_version('AyatanaAppIndicator3', "
-                 "'0.1'); from gi.repository import Gtk, AyatanaAppIndicator3; print('%d.%d' % sys.version_info[:2])")
-        out = subprocess.run([cand, "-c", probe], capture_output=True, text=True)
-        if out.returncode == 0 and out.stdout.strip() == want:
-            venv = tmp / "gi-venv"
-            subprocess.run([cand, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-            py = venv / "bin" / "python"
-            target = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"],
-                                    capture_output=True, text=True, check=True).stdout.strip()
-            Path(target, "helix-bench.pth").write_text("\n".join([str(ROOT), *site.getsitepackages()]) + "\n")
-            return str(py)
-    return ""
-
-
 def one_stop(python: str, env: dict[str, str], backend: str, home: Path) -> float | None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    run_env = {**env, "HELIX_HOME": str(home), "HELIX_SERVER_PORT": str(port),
+    run_env = {**env, "PYTHONPATH": str(ROOT), "HELIX_HOME": str(home), "HELIX_SERVER_PORT": str(port),
                "HELIX_WATCHERS_OLLAMA_URL": f"http://127.0.0.1:{free_port()}"}
     args = [python, "-m", "launcher.tray"]
     if backend == "baseline":
@@ -129,35 +95,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    procs: list[subprocess.Popen] = []
-    with tempfile.TemporaryDirectory(prefix="helix-bench-tray-") as tmp_s:
+    why = xkit.session_skip()
+    if why:
+        print(f"cannot run: {why}")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="helix-bench-tray-") as tmp_s, xkit.desktop() as env:
         tmp = Path(tmp_s)
-        try:
-            env = x_session(procs)
-            gi = gi_python(tmp)
-            rows = [("baseline", sys.executable), ("xorg", sys.executable)]
-            if gi:
-                rows += [("gtk", gi), ("appindicator", gi)]
-            else:
-                print("gtk / appindicator: skipped (no system Python with python3-gi and AppIndicator)")
-            print(f"SIGTERM -> tray and backend gone, median of {args.runs} (target <= {TARGET_S:.0f} s); "
-                  f"2-core machine shared with other work: timings are noisy")
-            for name, python in rows:
-                times = [one_stop(python, env, name, tmp / f"{name}-{i}") for i in range(args.runs)]
-                ok = [t for t in times if t is not None]
-                if not ok:
-                    print(f"  {name:13s} did not start")
-                    continue
-                med = statistics.median(ok)
-                verdict = "" if name == "baseline" else (" ok" if max(ok) <= TARGET_S else " OVER TARGET")
-                print(f"  {name:13s} {med:5.2f} s  (max {max(ok):.2f} s){verdict}")
-        finally:
-            for proc in reversed(procs):
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        system, why = xkit.system_gi_python()
+        gi = xkit.make_gi_venv(system, tmp / "gi-venv") if system else ""
+        rows = [("baseline", sys.executable), ("xorg", sys.executable)]
+        if gi:
+            rows += [("gtk", gi), ("appindicator", gi)]
+        else:
+            print(f"gtk / appindicator: skipped ({why})")
+        print(f"SIGTERM -> tray and backend gone, median of {args.runs} (target <= {TARGET_S:.0f} s); "
+              f"2-core machine shared with other work: timings are noisy")
+        for name, python in rows:
+            times = [one_stop(python, env, name, tmp / f"{name}-{i}") for i in range(args.runs)]
+            ok = [t for t in times if t is not None]
+            if not ok:
+                print(f"  {name:13s} did not start")
+                continue
+            med = statistics.median(ok)
+            verdict = "" if name == "baseline" else (" ok" if max(ok) <= TARGET_S else " OVER TARGET")
+            print(f"  {name:13s} {med:5.2f} s  (max {max(ok):.2f} s){verdict}")
     return 0
 
 

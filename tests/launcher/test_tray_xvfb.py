@@ -20,19 +20,19 @@ the Debian packages).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
-import site
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import psutil
 import pytest
 
+import xkit
+from helix_context import signals
 from launcher.icons import STATE_COLORS
 from launcher.popup import MENU_WINDOW_NAME
 from supkit import free_port, health, wait_until
@@ -40,108 +40,25 @@ from supkit import free_port, health, wait_until
 pytestmark = [pytest.mark.tray, pytest.mark.timeout(120)]
 REPO = Path(__file__).absolute().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-TOOLS = {"Xvfb": "xvfb", "xdpyinfo": "x11-utils", "xwininfo": "x11-utils", "trayer": "trayer",
-         "xdotool": "xdotool", "import": "imagemagick", "dbus-daemon": "dbus"}
-GI_PROBE = ("import gi; gi.require_version('Gtk', '3.0'); gi.require_version('AyatanaAppIndicator3', '0.1'); "
-            "from gi.repository import Gtk, AyatanaAppIndicator3")
-
-
-def _session_skip() -> str:
-    if not sys.platform.startswith("linux"):
-        return "the Xvfb tray tests run on Linux"
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
-    if missing:
-        return f"needs {', '.join(missing)} (apt-get install -y {' '.join(missing)})"
-    return ""
-
-
-def _x(env: dict, *cmd: str) -> str:
-    return subprocess.run(list(cmd), env=env, capture_output=True, text=True, timeout=20).stdout
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+_x, _stop = xkit.x, xkit.stop
 
 
 @pytest.fixture(scope="module")
-def xsession(tmp_path_factory):
+def xsession():
     """Xvfb + a D-Bus session bus + trayer; yields the environment that reaches them."""
-    why = _session_skip()
+    why = xkit.session_skip()
     if why:
         pytest.skip(why)
-    procs: list[subprocess.Popen] = []
-    try:
-        # Xvfb picks a free display number itself and tells us: no race with other X servers starting now
-        xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "640x360x24", "-nolisten", "tcp"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        procs.append(xvfb)
-        assert xvfb.stdout is not None
-        display = f":{xvfb.stdout.readline().strip()}"
-        wait_until(lambda: subprocess.run(["xdpyinfo", "-display", display], capture_output=True).returncode == 0,
-                   timeout=20, every=0.05)
-        bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        procs.append(bus)
-        assert bus.stdout is not None
-        address = bus.stdout.readline().strip()
-        assert address, "dbus-daemon printed no address"
-        env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": address, "NO_AT_BRIDGE": "1"}
-        env.pop("PYSTRAY_BACKEND", None)
-        env.pop("HELIX_TRAY_BACKEND", None)
-        procs.append(subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
-                                       "--height", "40", "--SetDockType", "true"], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        try:
-            wait_until(lambda: '"panel"' in _x(env, "xwininfo", "-root", "-tree"), timeout=30, every=0.05)
-        except AssertionError:
-            raise AssertionError(f"trayer never showed its panel (exit code {procs[-1].poll()})") from None
+    with xkit.desktop() as env:
         yield env
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-
-
-def _system_gi_python() -> tuple[str, str]:
-    """(path, '') of a system Python 3.11+ that loads gi, AppIndicator and Tk, with this Python's
-    major.minor (so it can load this venv's packages), or ('', why not)."""
-    seen = []
-    for cand in ("/usr/bin/python3", "/usr/bin/python3.11", "/usr/bin/python3.12", "/usr/bin/python3.13",
-                 shutil.which("python3") or ""):
-        if not cand or not Path(cand).exists() or cand in seen:
-            continue
-        seen.append(cand)
-        ver = subprocess.run([cand, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True).stdout.strip()
-        if ver != "%d.%d" % sys.version_info[:2]:
-            continue
-        if subprocess.run([cand, "-c", GI_PROBE], capture_output=True).returncode == 0:
-            return cand, ""
-    return "", ("no system Python %d.%d that loads gi and AyatanaAppIndicator3 (apt-get install -y "
-                "python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1); looked at %s"
-                % (*sys.version_info[:2], ", ".join(seen) or "nothing"))
 
 
 @pytest.fixture(scope="module")
 def gi_python(tmp_path_factory) -> str:
-    """A venv made from the system Python with --system-site-packages (it sees python3-gi), which
-    also sees this environment's packages through a .pth file: made in about a second, no downloads."""
-    system, why = _system_gi_python()
+    system, why = xkit.system_gi_python()
     if not system:
         pytest.skip(why)
-    venv = tmp_path_factory.mktemp("gi-venv") / "venv"
-    subprocess.run([system, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    target = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    Path(target, "helix-test-env.pth").write_text("\n".join([str(REPO), *site.getsitepackages()]) + "\n")
-    return str(py)
+    return xkit.make_gi_venv(system, tmp_path_factory.mktemp("gi-venv") / "venv")
 
 
 def _icon_window(env: dict) -> str:
@@ -220,6 +137,21 @@ def _start_tray(python: str, env: dict, log_path: Path, xsession: dict) -> tuple
     return tray, pid, icon
 
 
+def _ends_within_5s(tray: subprocess.Popen, trigger: Callable[[], Any], code: int, log_path: Path, env: dict,
+                    backend_pid: int) -> str:
+    """Trigger a stop; the tray exits with `code` within 5 s and its backend is gone. The tray's log."""
+    started = time.monotonic()
+    trigger()
+    got = tray.wait(timeout=15)
+    took = time.monotonic() - started
+    text = log_path.read_text(errors="replace")
+    assert got == code, text
+    assert took < 5.0, f"the stop took {took:.1f} s\n{text}"
+    assert health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}") is None
+    assert not psutil.pid_exists(backend_pid) or psutil.Process(backend_pid).status() == psutil.STATUS_ZOMBIE
+    return text
+
+
 @pytest.mark.parametrize("path", ["xorg", "appindicator", "gtk"])
 def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path, xsession, tmp_path, request):
     python, env = _tray_env(xsession, tmp_path, path, request)
@@ -255,19 +187,18 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
         # the default action: a left click opens the dashboard (an AppIndicator has none of its own
         # where it falls back to an XEmbed icon: every click opens its menu, checked above)
         if path != "appindicator":
+            # once the supervisor calls the new backend running (until then a left click shows the menu)
+            wait_until(lambda: (signals.read_supervisor_status(Path(env["HELIX_HOME"])) or {}).get("backend", {})
+                       .get("status") == "running", timeout=20)
+            time.sleep(0.2)
             _x(xsession, "xdotool", "mousemove", "--window", icon, "6", "6", "click", "1")
             wait_until(lambda: len(urls.read_text().split()) == 2, timeout=10)
 
         # SIGTERM: everything ends within 5 s
-        started = time.monotonic()
-        tray.send_signal(signal.SIGTERM)
-        code = tray.wait(timeout=10)
-        took = time.monotonic() - started
-        assert code == 0, log_path.read_text(errors="replace")
-        assert took < 5.0, f"SIGTERM took {took:.1f} s"
-        assert health(base) is None
-        assert not psutil.pid_exists(second) or psutil.Process(second).status() == psutil.STATUS_ZOMBIE
+        _ends_within_5s(tray, lambda: tray.send_signal(signal.SIGTERM), 0, log_path, env, second)
         assert not _icon_window(xsession)
+    except AssertionError as exc:  # say what the tray itself logged
+        raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
         _stop(tray)
 
@@ -280,16 +211,10 @@ def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, req
     tray = None
     try:
         tray, pid, icon = _start_tray(python, env, log_path, xsession)
-        started = time.monotonic()
-        _x(xsession, "xdotool", "windowkill", icon)
-        code = tray.wait(timeout=15)
-        took = time.monotonic() - started
-        text = log_path.read_text(errors="replace")
-        assert code == 4, text
-        assert took < 5.0, f"took {took:.1f} s"
+        text = _ends_within_5s(tray, lambda: _x(xsession, "xdotool", "windowkill", icon), 4, log_path, env, pid)
         assert "tray icon's loop ended" in text and "helix supervise" in text
-        assert health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}") is None
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except AssertionError as exc:  # say what the tray itself logged
+        raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
         _stop(tray)
 
@@ -302,14 +227,9 @@ def test_ctrl_c_ends_a_glib_tray_and_its_backend(path, xsession, tmp_path, reque
     tray = None
     try:
         tray, pid, _icon = _start_tray(python, env, log_path, xsession)
-        started = time.monotonic()
-        tray.send_signal(signal.SIGINT)
-        code = tray.wait(timeout=15)
-        took = time.monotonic() - started
-        assert code == 0, log_path.read_text(errors="replace")
-        assert took < 5.0, f"took {took:.1f} s"
-        assert "stopping (SIGINT)" in log_path.read_text(errors="replace")
-        assert health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}") is None
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        text = _ends_within_5s(tray, lambda: tray.send_signal(signal.SIGINT), 0, log_path, env, pid)
+        assert "stopping (SIGINT)" in text
+    except AssertionError as exc:  # say what the tray itself logged
+        raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
         _stop(tray)
