@@ -8,8 +8,7 @@ has a reason the log can show.
 The icon classes are pystray's, with what Helix needs on top:
 - every backend: pystray's setup thread is a daemon and waits at most 1 s on stop,
   so a backend that never became ready cannot keep the process alive;
-- GTK / AppIndicator: a middle click on an AppIndicator runs the default entry
-  (Open dashboard), as a left click does on the GTK icon; Ctrl-C keeps our handler (pystray resets SIGINT to the
+- GTK / AppIndicator: Ctrl-C keeps our handler (pystray resets SIGINT to the
   default, which would kill the tray and orphan the backend); the GLib loop hands
   control back to Python every 100 ms so SIGTERM/SIGINT handlers run; no D-Bus
   session (no notification service) only turns notifications off;
@@ -123,21 +122,6 @@ class _GtkMixin(_HelixIconMixin):
     def _remove_notification(self) -> None:
         if self._notifier is not None:
             super()._remove_notification()  # type: ignore[misc]
-
-    def _create_menu_item(self, descriptor: Any) -> Any:
-        item = super()._create_menu_item(descriptor)  # type: ignore[misc]
-        if getattr(descriptor, "default", False):
-            self._default_widget = item
-        return item
-
-    def _create_menu(self, descriptors: Any) -> Any:
-        self._default_widget = None
-        menu = super()._create_menu(descriptors)  # type: ignore[misc]
-        indicator = getattr(self, "_appindicator", None)
-        if indicator is not None and self._default_widget is not None:
-            # AppIndicator has no default action of its own: a middle click runs the default entry
-            indicator.set_secondary_activate_target(self._default_widget)
-        return menu
 
 
 class _XorgMixin(_HelixIconMixin):

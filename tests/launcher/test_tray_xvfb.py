@@ -92,7 +92,7 @@ def _choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = N
     if shot is not None:
         time.sleep(0.2)  # let the menu draw
         _x(env, "import", "-window", "root", str(shot))
-    _x(env, "xdotool", "key", *(["Down"] * downs), "Return")
+    _x(env, "xdotool", "key", *(["Down"] * downs + ["Return"] if downs else ["Escape"]))
     wait_until(lambda: not _menu_window(env), timeout=10, every=0.05)
 
 
@@ -100,6 +100,8 @@ def _tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, 
     """The interpreter and environment for one path; the stand-in browser writes to tmp_path/urls.txt."""
     env = dict(xsession)
     python = sys.executable
+    no_dbus = path == "xorg" or path.endswith("-no-dbus")
+    path = path.removesuffix("-no-dbus")
     if path in ("appindicator", "gtk"):
         python = request.getfixturevalue("gi_python")
         env["HELIX_TRAY_BACKEND"] = path
@@ -108,8 +110,9 @@ def _tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, 
             import tkinter  # noqa: F401
         except ImportError:
             pytest.skip(f"{sys.executable} has no tkinter for the XEmbed icon's menu (apt-get install -y python3-tk)")
-        # the XEmbed path as a user without gi and without a D-Bus session has it
+        # the XEmbed path as a user without gi has it
         env["HELIX_TRAY_BACKEND"] = "xorg"
+    if no_dbus:
         env.pop("DBUS_SESSION_BUS_ADDRESS")
         empty_bin = tmp_path / "bin"
         empty_bin.mkdir()
@@ -219,16 +222,24 @@ def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, req
         _stop(tray)
 
 
-@pytest.mark.parametrize("path", ["appindicator"])
-def test_ctrl_c_ends_a_glib_tray_and_its_backend(path, xsession, tmp_path, request):
-    """SIGINT on the GLib loop (pystray used to reset it to the default: the tray died, the backend lived)."""
+@pytest.mark.parametrize("path,how", [("appindicator-no-dbus", "SIGINT"), ("xorg", "Quit")])
+def test_ctrl_c_and_quit_end_the_tray_and_its_backend(path, how, xsession, tmp_path, request):
+    """SIGINT on the GLib loop (pystray used to reset it to the default: the tray died, the backend lived),
+    here also without a D-Bus session (the AppIndicator falls back to a clickable XEmbed icon); Quit from
+    Helix's own menu (the fourth enabled entry)."""
     python, env = _tray_env(xsession, tmp_path, path, request)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, pid, _icon = _start_tray(python, env, log_path, xsession)
-        text = _ends_within_5s(tray, lambda: tray.send_signal(signal.SIGINT), 0, log_path, env, pid)
-        assert "stopping (SIGINT)" in text
+        tray, pid, icon = _start_tray(python, env, log_path, xsession)
+        if how == "SIGINT":
+            assert "no D-Bus session" in log_path.read_text(errors="replace")
+            _choose(xsession, icon, "1", 0)  # the menu still opens (and Escape closes it)
+            trigger = lambda: tray.send_signal(signal.SIGINT)  # noqa: E731
+        else:
+            trigger = lambda: _choose(xsession, icon, "3", 4)  # noqa: E731
+        text = _ends_within_5s(tray, trigger, 0, log_path, env, pid)
+        assert f"stopping ({how})" in text
     except AssertionError as exc:  # say what the tray itself logged
         raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
