@@ -34,7 +34,7 @@ import psutil
 
 from helix_context.config import ConfigError, Settings, load_config
 
-from launcher import backends, desktop
+from launcher import backends, desktop, winjob
 from launcher.icons import STATE_LABELS, make_icon
 from launcher.menu import collect, to_pystray
 from launcher.popup import TkPopupMenu
@@ -71,7 +71,7 @@ class TrayApp:
         self.supervisor = supervisor
         self._open_url = open_url
         self._open_path = open_path
-        self._on_stop = on_stop
+        self.on_stop = on_stop  # told of the first stop request (main: arms the stop deadline)
         self.snapshot: dict[str, Any] | None = supervisor.snapshot()
         self.icon: Any = None
         self.popup: TkPopupMenu | None = None
@@ -125,8 +125,8 @@ class TrayApp:
 
     def request_quit(self, icon: Any = None, reason: str = "stop requested") -> None:
         """Hide the icon and end its loop; main() then shuts the supervisor down."""
-        if self._on_stop is not None:
-            self._on_stop(reason)
+        if self.on_stop is not None:
+            self.on_stop(reason)
         self._quit.set()
         self._dirty.set()
         if self.popup is not None:
@@ -274,18 +274,6 @@ def run_icon(app: TrayApp, pystray: Any, cands: list[backends.Candidate]) -> str
     return "no tray backend could start: " + "; ".join(skipped)
 
 
-def _wait_headless(sup: Supervisor) -> int:
-    stop = threading.Event()
-    install_stop_signals(lambda _name: stop.set(), lambda: sup.request_restart("SIGHUP"))
-    try:
-        while not sup.wait(0.25) and not stop.is_set():
-            pass
-    except KeyboardInterrupt:
-        pass
-    sup.shutdown()
-    return sup.exit_code
-
-
 def _explain_skips(cands: list[backends.Candidate]) -> None:
     """Plain-words advice for the skips a user can fix (a Python without gi, no D-Bus)."""
     if any("cannot load gi" in c.why for c in cands):
@@ -324,18 +312,16 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_supervisor_logging(settings.logs_dir, max_bytes=settings.supervisor.log_max_bytes,
                              backups=settings.supervisor.log_backups, stderr=True)
-    _explain_skips(cands)
     sup = Supervisor(settings, headless=False)
     app = TrayApp(settings, sup)
     deadline = StopDeadline(app.kill_owned_backend)
-    app._on_stop = deadline.arm
+    app.on_stop = deadline.arm
     try:
         sup.start()
     except LockHeld as exc:
         print(f"helix-tray: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    from launcher import winjob
-
+    _explain_skips(cands)  # while the backend starts: finding a Python with gi takes a moment
     winjob.contain_backends(sup)  # Windows: the backend dies with the tray, even a killed one
     install_stop_signals(lambda name: app.request_quit(reason=name), lambda: sup.request_restart("SIGHUP"))
     pystray = backends.import_pystray()
