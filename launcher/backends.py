@@ -15,7 +15,8 @@ The icon classes are pystray's, with what Helix needs on top:
 - xorg (XEmbed): the icon window asks for button presses (pystray's does not, so
   clicks were lost); a left click runs the default action, a right click posts
   Helix's own Tk menu (launcher.popup) at the pointer; a stop always ends the
-  loop (see _XorgMixin.stop).
+  loop (see _XorgMixin.stop);
+- win32: the message loop wakes every 100 ms, so Ctrl-C / Ctrl-Break handlers run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Callable, Mapping
 log = logging.getLogger("helix.tray")
 
 LINUX_ORDER = ("appindicator", "gtk", "xorg")
-GLIB_SIGNAL_TICK_MS = 100
+GLIB_SIGNAL_TICK_MS = 100  # also the Windows loop's wake-up period
 
 GI_PACKAGES = "python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1"
 
@@ -167,6 +168,26 @@ class _XorgMixin(_HelixIconMixin):
             log.debug("could not destroy the icon window", exc_info=True)
 
 
+class _Win32Mixin(_HelixIconMixin):
+    def _mark_ready(self) -> None:
+        set_wakeup_timer(self._hwnd)  # type: ignore[attr-defined]
+        super()._mark_ready()
+
+
+WAKEUP_TIMER_ID = 0x4858
+
+
+def set_wakeup_timer(hwnd: int, user32: Any = None) -> bool:
+    """Windows: pystray's loop waits in GetMessage (C), so a Ctrl-C / Ctrl-Break handler would wait
+    for the next window message; a timer message every 100 ms hands control back to Python.
+    `user32` is a seam for tests on Linux."""
+    if user32 is None:
+        import ctypes
+
+        user32 = ctypes.windll.user32  # type: ignore[attr-defined]
+    return bool(user32.SetTimer(hwnd, WAKEUP_TIMER_ID, GLIB_SIGNAL_TICK_MS, None))
+
+
 def on_click(icon: Any, button: int, x: int, y: int) -> None:
     """XEmbed icon: left click runs the default action when it can, else (and on any other
     button) the menu opens at the pointer; without a menu window every click is the default."""
@@ -213,7 +234,10 @@ def probe(name: str) -> Candidate:
         if name == "xorg":
             base = importlib.import_module("pystray._xorg").Icon  # opens (and closes) the X display
             return Candidate(name, _make_class(base, _XorgMixin, name), menu="popup")
-        if name in ("win32", "darwin", "dummy"):
+        if name == "win32":
+            base = importlib.import_module("pystray._win32").Icon
+            return Candidate(name, _make_class(base, _Win32Mixin, name))
+        if name in ("darwin", "dummy"):
             base = importlib.import_module(f"pystray._{name}").Icon
             return Candidate(name, _make_class(base, _HelixIconMixin, name))
         return Candidate(name, why=f"unknown tray backend {name!r}")

@@ -242,3 +242,19 @@ def test_explorer_opens_the_logs_folder_on_windows(tmp_path):
     logs = tmp_path / "logs"
     assert desktop.open_path(logs, platform="win32", startfile=opened.append) is True
     assert opened == [str(logs)] and logs.is_dir()  # made before the first log line, so Explorer can show it
+
+
+def test_the_windows_tray_loop_wakes_for_ctrl_c():
+    """pystray's Windows loop blocks in GetMessage: a 100 ms timer message lets Python run the
+    Ctrl-C / Ctrl-Break handler (user32 is the part that cannot run here)."""
+    from launcher.backends import WAKEUP_TIMER_ID, set_wakeup_timer
+
+    calls = []
+
+    class User32:
+        def SetTimer(self, hwnd, ident, ms, proc):
+            calls.append((hwnd, ident, ms, proc))
+            return ident
+
+    assert set_wakeup_timer(0x1234, User32()) is True
+    assert calls == [(0x1234, WAKEUP_TIMER_ID, 100, None)]
