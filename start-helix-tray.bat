@@ -40,7 +40,10 @@ for /f "usebackq tokens=1,* delims==" %%A in (`"%BOOT% "%HERE%\launcher\pick_pyt
   if "%%A"=="HELIX_SYSTEM_SITE" set "HELIX_SYSTEM_SITE=%%B"
   if "%%A"=="HELIX_RECREATE" set "HELIX_RECREATE=%%B"
 )
-if not defined HELIX_PY exit /b 1
+if not defined HELIX_PY (
+  echo [start-helix-tray] no usable Python ^(see above^); set PYTHON=C:\path\to\python.exe to choose one 1>&2
+  exit /b 1
+)
 
 rem step 3: the venv
 if "%HELIX_RECREATE%"=="1" rmdir /s /q "%VENV%"

@@ -40,7 +40,7 @@ while IFS='=' read -r key value; do
     HELIX_RECREATE) HELIX_RECREATE="$value" ;;
   esac
 done < <("$BOOT" "$HERE/launcher/pick_python.py" --venv "$VENV" || true)
-if [ -z "$HELIX_PY" ]; then exit 1; fi
+if [ -z "$HELIX_PY" ]; then say "no usable Python (see above); set PYTHON=/path/to/python3.11 to choose one"; exit 1; fi
 
 # step 3: the venv
 if [ "$HELIX_RECREATE" = 1 ]; then rm -rf "$VENV"; fi
