@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     except LockHeld as exc:
         print(f"helix-tray: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    _explain_skips(cands)  # while the backend starts: finding a Python with gi takes a moment
+    # finding a Python with gi takes a moment: neither the icon nor the backend waits for the advice
+    threading.Thread(target=_explain_skips, args=(cands,), name="helix-tray-advice", daemon=True).start()
     winjob.contain_backends(sup)  # Windows: the backend dies with the tray, even a killed one
     install_stop_signals(lambda name: app.request_quit(reason=name), lambda: sup.request_restart("SIGHUP"))
     pystray = backends.import_pystray()
