@@ -6,45 +6,60 @@ rem   start-helix-tray.bat --headless   supervisor only (same as `helix supervis
 rem
 rem The first run creates .venv next to this script and installs the project into it;
 rem later runs skip the install unless pyproject.toml (or the Python) changed.
-rem Set PYTHON=C:\path\to\python.exe to choose the interpreter (3.11 or newer).
+rem The Python: launcher\pick_python.py picks one that is 3.11 or newer (the same
+rem steps as start-helix-tray.sh; python3-gi does not matter on Windows).
+rem Environment: PYTHON=C:\path\to\python.exe to choose the interpreter,
+rem              HELIX_VENV_SYSTEM_SITE=1/0 to force/forbid --system-site-packages.
 setlocal EnableExtensions EnableDelayedExpansion
 
 set "HERE=%~dp0"
 if "%HERE:~-1%"=="\" set "HERE=%HERE:~0,-1%"
 set "VENV=%HERE%\.venv"
 set "STAMP=%VENV%\.helix-install-stamp"
-set "VPY=%VENV%\Scripts\python.exe"
-set "CHECK=import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)"
 
-if exist "%VPY%" goto :have_venv
-
-set "PY="
+rem step 1: any Python to run the picker with
+set "BOOT="
 if defined PYTHON (
-  "%PYTHON%" -c "%CHECK%" >nul 2>&1 && set "PY="%PYTHON%""
-  if not defined PY (
-    echo [start-helix-tray] %PYTHON% is not Python 3.11 or newer 1>&2
-    exit /b 1
-  )
-  goto :make_venv
+  set BOOT="%PYTHON%"
+) else (
+  py -3 -c "pass" >nul 2>&1 && set "BOOT=py -3"
+  if not defined BOOT python -c "pass" >nul 2>&1 && set "BOOT=python"
 )
-rem the py launcher first (python.org installs), then python on PATH
-py -3.11 -c "%CHECK%" >nul 2>&1 && set "PY=py -3.11" && goto :make_venv
-py -3 -c "%CHECK%" >nul 2>&1 && set "PY=py -3" && goto :make_venv
-python -c "%CHECK%" >nul 2>&1 && set "PY=python" && goto :make_venv
-echo [start-helix-tray] Helix needs Python 3.11 or newer: install it from https://www.python.org/downloads/ 1>&2
-echo [start-helix-tray] (tick "Add python.exe to PATH"), or set PYTHON=C:\path\to\python.exe 1>&2
-exit /b 1
+if not defined BOOT (
+  echo [start-helix-tray] Helix needs Python 3.11 or newer: install it from https://www.python.org/downloads/ 1>&2
+  echo [start-helix-tray] ^(tick "Add python.exe to PATH"^), or set PYTHON=C:\path\to\python.exe 1>&2
+  exit /b 1
+)
 
-:make_venv
-echo [start-helix-tray] creating %VENV% with %PY% 1>&2
-%PY% -m venv "%VENV%"
+rem step 2: the Python for the venv, --system-site-packages or not, and whether the venv must be made anew
+set "HELIX_PY="
+set "HELIX_SYSTEM_SITE=0"
+set "HELIX_RECREATE=0"
+for /f "usebackq tokens=1,* delims==" %%A in (`"%BOOT% "%HERE%\launcher\pick_python.py" --venv "%VENV%""`) do (
+  if "%%A"=="HELIX_PY" set "HELIX_PY=%%B"
+  if "%%A"=="HELIX_SYSTEM_SITE" set "HELIX_SYSTEM_SITE=%%B"
+  if "%%A"=="HELIX_RECREATE" set "HELIX_RECREATE=%%B"
+)
+if not defined HELIX_PY (
+  echo [start-helix-tray] no usable Python ^(see above^); set PYTHON=C:\path\to\python.exe to choose one 1>&2
+  exit /b 1
+)
+
+rem step 3: the venv
+if "%HELIX_RECREATE%"=="1" rmdir /s /q "%VENV%"
+set "VPY=%VENV%\Scripts\python.exe"
+if exist "%VPY%" goto :install
+set "SITE_ARG="
+if "%HELIX_SYSTEM_SITE%"=="1" set "SITE_ARG=--system-site-packages"
+echo [start-helix-tray] creating %VENV% with %HELIX_PY% %SITE_ARG% 1>&2
+"%HELIX_PY%" -m venv %SITE_ARG% "%VENV%"
 if errorlevel 1 (
   echo [start-helix-tray] could not create the virtual environment 1>&2
   exit /b 1
 )
 
-:have_venv
-rem the stamp: pyproject.toml's hash + the venv's Python version
+:install
+rem step 4: install, when pyproject.toml or the venv's Python changed (the stamp holds both)
 set "WANT="
 for /f "usebackq delims=" %%H in (`""%VPY%" -c "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest(), sys.version.split()[0])" "%HERE%\pyproject.toml""`) do set "WANT=%%H"
 set "HAVE="
@@ -60,5 +75,6 @@ if errorlevel 1 exit /b 1
 > "%STAMP%" echo !WANT!
 
 :run
+rem step 5: the tray
 "%VENV%\Scripts\helix-tray.exe" %*
 exit /b %ERRORLEVEL%

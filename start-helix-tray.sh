@@ -6,9 +6,12 @@
 #
 # The first run creates .venv next to this script and installs the project into it;
 # later runs skip the install unless pyproject.toml (or the Python) changed.
+# The Python: launcher/pick_python.py picks one that is 3.11 or newer and, on Linux,
+# prefers one that can load python3-gi (the desktop tray with a real menu); the venv
+# then gets --system-site-packages so it sees gi. A venv that cannot load gi is made
+# anew once such a Python exists (after `sudo apt install python3-gi ...`).
 # Environment: PYTHON=/path/to/python3.x to choose the interpreter,
-#              HELIX_VENV_SYSTEM_SITE=1/0 to force/forbid --system-site-packages
-#              (default: on when the system Python has python3-gi, for the AppIndicator tray).
+#              HELIX_VENV_SYSTEM_SITE=1/0 to force/forbid --system-site-packages.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,38 +20,42 @@ STAMP="$VENV/.helix-install-stamp"
 
 say() { printf '[start-helix-tray] %s\n' "$*" >&2; }
 
-version_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1; }
-
-PY="${PYTHON:-}"
-if [ -n "$PY" ]; then
-  version_ok "$PY" || { say "$PY is not Python 3.11 or newer"; exit 1; }
-else
-  for cand in python3.11 python3; do
-    if command -v "$cand" >/dev/null 2>&1 && version_ok "$cand"; then PY="$cand"; break; fi
-  done
-fi
-if [ -z "$PY" ]; then
-  say "Helix needs Python 3.11 or newer (python3.11 or python3 on PATH)."
+# step 1: any Python to run the picker with
+BOOT=""
+for cand in "${PYTHON:-}" python3 python3.11 python; do
+  if [ -n "$cand" ] && command -v "$cand" >/dev/null 2>&1; then BOOT="$cand"; break; fi
+done
+if [ -z "$BOOT" ]; then
+  say "Helix needs Python 3.11 or newer (python3 on PATH)."
   say "Debian/Ubuntu: sudo apt install python3.11 python3.11-venv   (or set PYTHON=/path/to/python3.x)"
   exit 1
 fi
 
+# step 2: the Python for the venv, --system-site-packages or not, and whether the venv must be made anew
+HELIX_PY="" HELIX_SYSTEM_SITE=0 HELIX_RECREATE=0
+while IFS='=' read -r key value; do
+  case "$key" in
+    HELIX_PY) HELIX_PY="$value" ;;
+    HELIX_SYSTEM_SITE) HELIX_SYSTEM_SITE="$value" ;;
+    HELIX_RECREATE) HELIX_RECREATE="$value" ;;
+  esac
+done < <("$BOOT" "$HERE/launcher/pick_python.py" --venv "$VENV" || true)
+if [ -z "$HELIX_PY" ]; then say "no usable Python (see above); set PYTHON=/path/to/python3.11 to choose one"; exit 1; fi
+
+# step 3: the venv
+if [ "$HELIX_RECREATE" = 1 ]; then rm -rf "$VENV"; fi
 if [ ! -x "$VENV/bin/python" ]; then
-  system_site="${HELIX_VENV_SYSTEM_SITE:-auto}"
-  if [ "$system_site" = auto ]; then
-    if "$PY" -c 'import gi' >/dev/null 2>&1; then system_site=1; else system_site=0; fi
-  fi
   args=()
-  if [ "$system_site" = 1 ]; then args+=(--system-site-packages); fi
-  say "creating $VENV with $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')${args[*]+ (${args[*]})}"
-  "$PY" -m venv ${args[@]+"${args[@]}"} "$VENV" || {
+  if [ "$HELIX_SYSTEM_SITE" = 1 ]; then args+=(--system-site-packages); fi
+  say "creating $VENV with $HELIX_PY${args[*]+ (${args[*]})}"
+  "$HELIX_PY" -m venv ${args[@]+"${args[@]}"} "$VENV" || {
     say "could not create the virtual environment; on Debian/Ubuntu: sudo apt install python3-venv"
     exit 1
   }
 fi
 
+# step 4: install, when pyproject.toml or the venv's Python changed (the stamp holds both)
 VPY="$VENV/bin/python"
-# the stamp: pyproject.toml's hash + the venv's Python version
 want="$("$VPY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest(), sys.version.split()[0])' "$HERE/pyproject.toml")"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
@@ -59,4 +66,5 @@ if [ "$want" != "$have" ]; then
   printf '%s\n' "$want" > "$STAMP"
 fi
 
+# step 5: the tray
 exec "$VENV/bin/helix-tray" "$@"

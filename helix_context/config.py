@@ -115,16 +115,16 @@ class RetrievalSettings:
     locate_symbol: float = 0.6
     locate_definition: float = 0.8
     locate_name: float = 0.3
-    locate_tests: float = 0.7
-    locate_file_mass: float = 0.5
+    locate_tests: float = 0.3
+    locate_file_mass: float = 1.5
     # genes of code are weighed with these (chosen on code questions; the weight_* above on prose)
-    code_weight_fts: float = 0.8
+    code_weight_fts: float = 1.2
     code_weight_tags: float = 0.6
     code_weight_path: float = 0.5
-    code_weight_path_terms: float = 0.2
+    code_weight_path_terms: float = 0.1
     code_weight_dense: float = 1.5
-    code_weight_coactivation: float = 0.15
-    code_weight_definition: float = 0.8
+    code_weight_coactivation: float = 0.0
+    code_weight_definition: float = 2.0
 
 
 @dataclass(frozen=True)

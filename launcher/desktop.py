@@ -9,12 +9,14 @@ import subprocess
 import sys
 import webbrowser
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("helix.tray")
 
 
-def open_path(path: str | Path) -> bool:
-    """Show a folder/file with the platform's opener (Explorer, Finder, xdg-open). Never raises."""
+def open_path(path: str | Path, platform: str = sys.platform, startfile: Any = None) -> bool:
+    """Show a folder/file with the platform's opener (Explorer, Finder, xdg-open). Never raises.
+    `platform` and `startfile` are seams: the Windows branch runs in tests on Linux."""
     path = Path(path)
     if not path.exists() and not path.suffix:
         try:
@@ -22,10 +24,10 @@ def open_path(path: str | Path) -> bool:
         except OSError:
             pass
     try:
-        if sys.platform == "win32":
-            os.startfile(str(path))  # type: ignore[attr-defined]  # noqa: S606
+        if platform == "win32":
+            (startfile or os.startfile)(str(path))  # type: ignore[attr-defined]  # noqa: S606
             return True
-        opener = "open" if sys.platform == "darwin" else "xdg-open"
+        opener = "open" if platform == "darwin" else "xdg-open"
         if shutil.which(opener) is None:
             log.warning("cannot open %s: %s is not installed (the folder is %s)", path, opener, path)
             return False

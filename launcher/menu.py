@@ -1,38 +1,51 @@
-"""The tray menu: pure text formatting + a pystray Menu whose items call the app's actions.
+"""The tray menu as plain data, built from a list of item providers.
 
-Nothing here needs a display: `status_lines(snapshot)` is plain data → text,
-and `build_menu(app, Menu, MenuItem)` takes pystray's Menu/MenuItem classes
-(any backend, the `dummy` one included), so a test can build the real menu and
-call `menu.items[i](icon)` exactly as a click would.
+Every tray backend shows the same entries: pystray's own menus (AppIndicator,
+GTK) get them through `to_pystray`, Helix's own pop-up (the XEmbed icon, whose
+pystray backend has no menu) gets them through `launcher.popup`. Nothing here
+needs a display, so a test builds the real menu and calls an entry's action
+exactly as a click does.
 
-Layout (indices of `menu.items`, which keeps hidden items and separators):
-  0 Backend: …          (disabled status lines)
-  1 Genes: …
-  2 GPU: …
-  3 Models: …
-  4 Pressure: …         (only while there is pressure)
-  5 ----
-  6 Open dashboard      (default action: a click on the icon)
-  7 Pause ribosome / Resume ribosome
-  8 Restart backend
-  9 Open logs folder
- 10 Open Grafana        (only when [telemetry] grafana_url is set)
- 11 ----
- 12 Indexing … / Index up to date, N folders   (sources_menu.py: the living index)
- 13 Add folder…
- 14 Pause indexing / Resume indexing
- 15 ----
- 16 Quit
+A provider is `provider(app) -> list[Entry]`; each entry names its section, and
+sections are laid out in SECTION_ORDER with a separator between them, so status
+lines always come first whichever provider adds them. Another part of Helix
+adds its entries ("Add folder…", "Pause indexing", an indexing status line) by
+appending one provider to PROVIDERS.
+
+An entry that does nothing in the current state is either left out (the helper
+model's pause when no helper model is configured) or shown greyed with the
+reason in its text (menus have no tooltips on every desktop).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
 
 from launcher import sources_menu
 
+log = logging.getLogger("helix.tray")
+
 GIB = 1024 ** 3
+
+SECTION_ORDER = ("status", "actions", "sources", "places", "app")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One menu line. `action` None + enabled False is a status line."""
+
+    text: str
+    action: Callable[[], Any] | None = None
+    section: str = "actions"
+    enabled: bool = True
+    default: bool = False  # the icon's click / activate runs this one
+
+    @property
+    def is_status(self) -> bool:
+        return self.action is None
 
 
 class TrayActions(Protocol):
@@ -46,6 +59,11 @@ class TrayActions(Protocol):
     def quit(self, icon: Any = None) -> None: ...
     @property
     def grafana_url(self) -> str: ...
+    @property
+    def helper_model_configured(self) -> bool: ...
+
+
+# ── status lines (also used by `helix-status`) ────────────────────────────────
 
 
 def _gib(n: int | None) -> str:
@@ -113,43 +131,109 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     return {"backend": backend, "genes": genes_line, "gpu": gpu, "models": models_line, "pressure": pressure}
 
 
-def ribosome_label(snapshot: dict[str, Any] | None) -> str:
-    return "Resume ribosome" if snapshot and snapshot.get("ribosome_paused") else "Pause ribosome"
+def backend_status(snapshot: dict[str, Any] | None) -> str:
+    return ((snapshot or {}).get("backend") or {}).get("status", "stopped")
 
 
-def build_menu(app: TrayActions, Menu: Any, MenuItem: Any) -> Any:
-    """The tray's pystray Menu. Texts and visibility are read from `app.snapshot` at render time."""
+def helper_model_label(snapshot: dict[str, Any] | None) -> str:
+    return "Resume helper model" if snapshot and snapshot.get("ribosome_paused") else "Pause helper model"
 
-    def line(key: str) -> Callable[[Any], str]:
-        return lambda _item: status_lines(app.snapshot)[key]
 
+# ── providers ─────────────────────────────────────────────────────────────────
+
+
+def supervisor_status(app: TrayActions) -> list[Entry]:
+    lines = status_lines(app.snapshot)
+    return [Entry(lines[key], section="status", enabled=False)
+            for key in ("backend", "genes", "gpu", "models", "pressure") if lines[key]]
+
+
+def backend_actions(app: TrayActions) -> list[Entry]:
+    status = backend_status(app.snapshot)
+    serving = status == "running"
+    dash = "Open dashboard" if serving else f"Open dashboard (backend {status})"
+    out = [Entry(dash, app.open_dashboard, enabled=serving, default=True)]
+    if app.helper_model_configured:
+        out.append(Entry(helper_model_label(app.snapshot), app.toggle_ribosome))
+    if status in ("starting", "restarting"):
+        out.append(Entry(f"Restart backend ({status}…)", app.restart_backend, enabled=False))
+    elif status in ("stopped", "fatal"):
+        out.append(Entry("Start backend", app.restart_backend))
+    else:
+        out.append(Entry("Restart backend", app.restart_backend))
+    return out
+
+
+def places(app: TrayActions) -> list[Entry]:
+    out = [Entry("Open logs folder", app.open_logs, section="places")]
+    if app.grafana_url:
+        out.append(Entry("Open Grafana", app.open_grafana, section="places"))
+    return out
+
+
+def indexing(app: TrayActions) -> list[Entry]:
+    """The living index (launcher/sources_menu.py): its status line, "Add folder…", pause / resume."""
     sources = sources_menu.for_app(app)
-    sources.start_polling()
-
-    return Menu(
-        MenuItem(line("backend"), None, enabled=False),
-        MenuItem(line("genes"), None, enabled=False),
-        MenuItem(line("gpu"), None, enabled=False),
-        MenuItem(line("models"), None, enabled=False),
-        MenuItem(line("pressure"), None, enabled=False,
-                 visible=lambda _item: bool(status_lines(app.snapshot)["pressure"])),
-        Menu.SEPARATOR,
-        MenuItem("Open dashboard", lambda _icon, _item: app.open_dashboard(), default=True),
-        MenuItem(lambda _item: ribosome_label(app.snapshot), lambda _icon, _item: app.toggle_ribosome()),
-        MenuItem("Restart backend", lambda _icon, _item: app.restart_backend()),
-        MenuItem("Open logs folder", lambda _icon, _item: app.open_logs()),
-        MenuItem("Open Grafana", lambda _icon, _item: app.open_grafana(),
-                 visible=lambda _item: bool(app.grafana_url)),
-        Menu.SEPARATOR,
-        *sources.items(Menu, MenuItem),
-        Menu.SEPARATOR,
-        MenuItem("Quit", lambda icon, _item: app.quit(icon)),
-    )
+    sources.start_polling()  # once: later calls find the poller running
+    return [Entry(sources.status_line(), section="status", enabled=False),
+            Entry("Add folder…", sources.add_folder, section="sources"),
+            Entry(sources.pause_label(), sources.toggle_pause, section="sources")]
 
 
-def find_item(menu: Any, text: str) -> Any:
-    """The first item of `menu.items` whose text starts with `text` (tests, scripting)."""
-    for item in menu.items:
-        if item.text.startswith(text):
-            return item
+def quit_entry(app: TrayActions) -> list[Entry]:
+    return [Entry("Quit", app.quit, section="app")]
+
+
+Provider = Callable[[TrayActions], Sequence[Entry]]
+
+# The one place where menu entries come from. Add a provider here for new entries.
+PROVIDERS: list[Provider] = [supervisor_status, backend_actions, indexing, places, quit_entry]
+
+
+def collect(app: TrayActions, providers: Sequence[Provider] | None = None) -> list[Entry | None]:
+    """Every provider's entries in section order; None marks a separator."""
+    by_section: dict[str, list[Entry]] = {name: [] for name in SECTION_ORDER}
+    for provider in (PROVIDERS if providers is None else providers):
+        try:
+            entries = list(provider(app))
+        except Exception:  # noqa: BLE001 - one broken provider must not take the whole menu away
+            log.warning("menu provider %s failed", getattr(provider, "__name__", provider), exc_info=True)
+            continue
+        for entry in entries:
+            by_section.setdefault(entry.section, []).append(entry)
+    out: list[Entry | None] = []
+    for section in [*SECTION_ORDER, *(s for s in by_section if s not in SECTION_ORDER)]:
+        if by_section[section]:
+            if out:
+                out.append(None)
+            out.extend(by_section[section])
+    return out
+
+
+def default_entry(entries: Sequence[Entry | None]) -> Entry | None:
+    return next((e for e in entries if e is not None and e.default), None)
+
+
+def to_pystray(app: TrayActions, Menu: Any, MenuItem: Any,
+               providers: Sequence[Provider] | None = None) -> Any:
+    """A pystray Menu whose items are re-collected each time a backend renders it."""
+
+    def item(entry: Entry | None) -> Any:
+        if entry is None:
+            return Menu.SEPARATOR
+        action = entry.action
+        return MenuItem(entry.text, (lambda _icon, _item: action()) if action else None,
+                        enabled=entry.enabled, default=entry.default)
+
+    def items() -> list[Any]:
+        return [item(e) for e in collect(app, providers)]
+
+    return Menu(items)
+
+
+def find_entry(entries: Sequence[Entry | None], text: str) -> Entry:
+    """The first entry whose text starts with `text` (tests, scripting)."""
+    for entry in entries:
+        if entry is not None and entry.text.startswith(text):
+            return entry
     raise KeyError(text)

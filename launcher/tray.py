@@ -1,23 +1,27 @@
 """`helix-tray`: the supervisor plus a system-tray icon (pystray).
 
 The icon's colour is the state (running / starting / GPU pressure / stopped /
-FATAL); the menu shows the status lines and offers the dashboard, ribosome
-pause, a backend restart, the logs folder, Grafana and Quit.
+FATAL); the menu (launcher.menu) shows the status lines first, then what can be
+done now. A click on the icon opens the menu or runs its default action (Open
+dashboard) on every backend: where pystray's backend has no menu (the XEmbed
+icon), Helix posts its own (launcher.popup).
 
-Where no tray can work (no display, no usable pystray backend) it says what to
-install and keeps supervising without an icon, so the backend and the web
-dashboard still come up. `helix-tray --headless` is `helix supervise`.
+On Linux the backends are tried at run time, best first (appindicator, gtk,
+xorg; launcher.backends): one that fails to start gives way to the next, and the
+log says which one serves and why the others were skipped.
 
-On Linux the pystray backend is chosen before pystray is imported:
-appindicator when its gi typelibs load, else gtk, else xorg (PYSTRAY_BACKEND
-set by the user wins).
+Where no icon is possible at all (no display, no backend importable) it says
+what to install and keeps supervising without an icon, so the backend and the
+web dashboard still come up. An icon that fails once running ends the tray and
+the backend it started. SIGTERM, SIGINT and Quit end everything within 5 s
+whatever the backend (launcher.stopping). `helix-tray --headless` is `helix
+supervise`.
 """
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
-import importlib
 import logging
 import os
 import signal
@@ -26,103 +30,31 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
+
 from helix_context.config import ConfigError, Settings, load_config
 
-from launcher import desktop
+from launcher import backends, desktop, winjob
 from launcher.icons import STATE_LABELS, make_icon
-from launcher.menu import build_menu
-from supervisor import EXIT_LOCKED, LockHeld, Supervisor, install_stop_signals, run_supervisor
+from launcher.menu import collect, to_pystray
+from launcher.popup import TkPopupMenu
+from launcher.stopping import StopDeadline, install_stop_signals
+from supervisor import EXIT_LOCKED, LockHeld, Supervisor, run_supervisor
 from supervisor.logs import setup_supervisor_logging
+from supervisor.process import kill_all, tree_of
 from supervisor.status import icon_state
 
 log = logging.getLogger("helix.tray")
 
+EXIT_ICON_FAILED = 4  # the tray icon failed: the tray and the backend it started have ended
+
 INSTALL_HINT = (
-    "For a tray icon on Linux install the AppIndicator bindings and use a venv that sees them:\n"
-    "  sudo apt install python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1\n"
-    "  python3 -m venv --system-site-packages .venv   (start-helix-tray.sh does this when python3-gi is present)\n"
-    "or, for the basic X11 icon without a menu, `pip install python-xlib` and a tray host (trayer, stalonetray).\n"
+    "For a tray icon with a menu on Linux install the desktop bindings and use a Python that sees them:\n"
+    f"  sudo apt install {backends.GI_PACKAGES}\n"
+    "  start-helix-tray.sh then makes its venv from the system Python with --system-site-packages\n"
+    "or, for the classic X11 tray icon, `pip install python-xlib` (and python3-tk for its menu) and a tray host.\n"
     "GNOME needs the 'AppIndicator and KStatusNotifierItem Support' extension to show tray icons."
 )
-
-
-# ── pystray backend choice (Linux) ────────────────────────────────────────────
-
-
-def _gi_ok(with_indicator: bool) -> bool:
-    try:
-        import gi  # type: ignore[import-not-found]
-
-        gi.require_version("Gtk", "3.0")
-        from gi.repository import Gtk  # type: ignore[import-not-found]  # noqa: F401
-
-        if not with_indicator:
-            return True
-        for name in ("AyatanaAppIndicator3", "AppIndicator3"):
-            try:
-                gi.require_version(name, "0.1")
-                importlib.import_module(f"gi.repository.{name}")
-                return True
-            except (ValueError, ImportError):
-                continue
-        return False
-    except (ImportError, ValueError, RuntimeError):
-        return False
-
-
-def _xlib_ok() -> bool:
-    try:
-        import Xlib.display  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _purge_pystray() -> None:
-    for name in [m for m in sys.modules if m == "pystray" or m.startswith("pystray.")]:
-        del sys.modules[name]
-
-
-def backend_candidates(env: dict[str, str] | os._Environ = os.environ, platform: str = sys.platform,
-                       probe_gi: Callable[[bool], bool] = _gi_ok,
-                       probe_xlib: Callable[[], bool] = _xlib_ok) -> tuple[list[str], str]:
-    """The pystray backends worth trying, best first, or ([], why not)."""
-    chosen = env.get("PYSTRAY_BACKEND", "")
-    if chosen:
-        return [chosen], ""
-    if platform in ("win32", "darwin"):
-        return [""], ""  # pystray's own choice is the only one there
-    if not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
-        return [], "no graphical session (DISPLAY / WAYLAND_DISPLAY are not set)"
-    out = []
-    if probe_gi(True):
-        out.append("appindicator")
-    if probe_gi(False):
-        out.append("gtk")
-    if env.get("DISPLAY") and probe_xlib():
-        out.append("xorg")
-    if not out:
-        return [], "neither the gi typelibs (Gtk 3 / AppIndicator) nor python-xlib with an X display are available"
-    return out, ""
-
-
-def load_pystray() -> tuple[Any | None, str]:
-    """Import pystray with the first backend that works; (module, "") or (None, why)."""
-    candidates, why = backend_candidates()
-    errors = []
-    for name in candidates:
-        if name:
-            os.environ["PYSTRAY_BACKEND"] = name
-        try:
-            import pystray
-
-            return pystray, ""
-        except Exception as exc:  # noqa: BLE001 - ImportError, Xlib display errors, gi errors
-            errors.append(f"{name or 'default'}: {exc}")
-            _purge_pystray()
-    if errors:
-        why = "; ".join(errors)
-    return None, why
 
 
 # ── the app ───────────────────────────────────────────────────────────────────
@@ -133,17 +65,21 @@ class TrayApp:
 
     def __init__(self, settings: Settings, supervisor: Supervisor, *,
                  open_url: Callable[[str], Any] = desktop.open_url,
-                 open_path: Callable[[Path], Any] = desktop.open_path) -> None:
+                 open_path: Callable[[Path], Any] = desktop.open_path,
+                 on_stop: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.supervisor = supervisor
         self._open_url = open_url
         self._open_path = open_path
+        self.on_stop = on_stop  # told of the first stop request (main: arms the stop deadline)
         self.snapshot: dict[str, Any] | None = supervisor.snapshot()
         self.icon: Any = None
+        self.popup: TkPopupMenu | None = None
         self._state = ""
         self._pressure_seen = False
         self._quit = threading.Event()
         self._dirty = threading.Event()
+        self._updater_started = False
         supervisor.add_listener(self.on_snapshot)
 
     @property
@@ -153,6 +89,14 @@ class TrayApp:
     @property
     def dashboard_url(self) -> str:
         return f"{self.settings.base_url}/dashboard"
+
+    @property
+    def helper_model_configured(self) -> bool:
+        """The ribosome (helper model) is set up in helix.toml: only then can it be paused."""
+        return bool(self.settings.ribosome.enabled or self.settings.ribosome.model)
+
+    def entries(self) -> list[Any]:
+        return collect(self)
 
     # menu actions
     def open_dashboard(self) -> None:
@@ -176,13 +120,17 @@ class TrayApp:
 
     def quit(self, icon: Any = None) -> None:
         """Hide the icon, then stop supervising; the backend stops only if this tray started it."""
-        self.request_quit(icon)
+        self.request_quit(icon, reason="Quit")
         self.supervisor.shutdown()
 
-    def request_quit(self, icon: Any = None) -> None:
-        """Hide the icon and end its loop (safe in a signal handler); main() then shuts down."""
+    def request_quit(self, icon: Any = None, reason: str = "stop requested") -> None:
+        """Hide the icon and end its loop; main() then shuts the supervisor down."""
+        if self.on_stop is not None:
+            self.on_stop(reason)
         self._quit.set()
         self._dirty.set()
+        if self.popup is not None:
+            self.popup.close()
         for target in {id(t): t for t in (icon, self.icon) if t is not None}.values():
             try:
                 target.stop()
@@ -192,6 +140,16 @@ class TrayApp:
     @property
     def quitting(self) -> bool:
         return self._quit.is_set()
+
+    def kill_owned_backend(self) -> None:
+        """The last resort of a stop that hung: kill the tree of the backend this tray started."""
+        backend = self.supervisor.backend
+        if backend is None or not backend.owned or backend.pid is None:
+            return
+        try:
+            kill_all(tree_of(psutil.Process(backend.pid)), timeout_s=0.5)
+        except psutil.NoSuchProcess:
+            pass
 
     # icon
     def title(self, snap: dict[str, Any] | None = None) -> str:
@@ -246,28 +204,85 @@ class TrayApp:
         except Exception:  # noqa: BLE001
             log.debug("menu update failed", exc_info=True)
 
-    def make_icon(self, pystray: Any) -> Any:
-        menu = build_menu(self, pystray.Menu, pystray.MenuItem)
+    def make_icon(self, pystray: Any, candidate: backends.Candidate | None = None) -> Any:
+        """The icon of `candidate`'s backend (pystray's default Icon class without one)."""
+        menu = to_pystray(self, pystray.Menu, pystray.MenuItem)
         self._state = icon_state(self.snapshot)
-        self.icon = pystray.Icon("helix-context", self.image(), self.title(), menu=menu)
-        return self.icon
+        icon_class = candidate.icon_class if candidate is not None else pystray.Icon
+        icon = icon_class("helix-context", self.image(), self.title(), menu=menu)
+        if candidate is not None and candidate.menu == "popup":
+            icon.popup = self._start_popup()
+        self.icon = icon
+        return icon
+
+    def _start_popup(self) -> TkPopupMenu | None:
+        if self.popup is None:
+            popup = TkPopupMenu(self.entries)
+            try:
+                popup.start()
+            except Exception as exc:  # noqa: BLE001 - no tkinter in this Python, or Tk cannot open the display
+                log.warning("the tray menu window cannot open (%s: %s): a click on the icon opens the dashboard, "
+                            "the dashboard offers the rest. For the menu install Tk for this Python "
+                            "(Debian/Ubuntu: sudo apt install python3-tk)", type(exc).__name__, exc)
+                return None
+            self.popup = popup
+        return self.popup
 
     def start_updates(self) -> None:
         """Apply snapshots to the icon from a thread of our own (call once the icon loop runs)."""
-        threading.Thread(target=self._updater, name="helix-tray-updater", daemon=True).start()
+        if not self._updater_started:
+            self._updater_started = True
+            threading.Thread(target=self._updater, name="helix-tray-updater", daemon=True).start()
         self._dirty.set()
 
 
-def _wait_headless(sup: Supervisor) -> int:
-    stop = threading.Event()
-    install_stop_signals(stop.set, lambda: sup.request_restart("SIGHUP"))
-    try:
-        while not sup.wait(0.25) and not stop.is_set():
-            pass
-    except KeyboardInterrupt:
-        pass
-    sup.shutdown()
-    return sup.exit_code
+def run_icon(app: TrayApp, pystray: Any, cands: list[backends.Candidate]) -> str:
+    """Run the first backend that starts, in this (the main) thread, until the icon stops.
+    Returns '' when it was stopped on purpose, else why the icon failed."""
+    skipped = [f"{c.name}: {c.why}" for c in cands if c.icon_class is None]
+    for cand in cands:
+        if cand.icon_class is None:
+            continue
+        if app.quitting:
+            return ""
+        try:
+            icon = app.make_icon(pystray, cand)
+        except Exception as exc:  # noqa: BLE001 - e.g. the X server refused the window
+            skipped.append(f"{cand.name}: could not create the icon ({type(exc).__name__}: {exc})")
+            continue
+
+        def setup(ic: Any, name: str = cand.name) -> None:
+            ic.visible = True
+            log.info("tray backend: %s%s", name, f" (skipped: {'; '.join(skipped)})" if skipped else "")
+            app.start_updates()
+
+        error: BaseException | None = None
+        try:
+            icon.run(setup=setup)
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot start gives way to the next
+            error = exc
+        if app.quitting:
+            return ""
+        if not getattr(icon, "helix_ready", True):
+            skipped.append(f"{cand.name}: failed to start ({type(error).__name__}: {error})" if error
+                           else f"{cand.name}: its loop ended before it was ready")
+            log.warning("tray backend %s", skipped[-1])
+            app.icon = None
+            continue
+        return f"the {cand.name} tray icon stopped ({type(error).__name__}: {error})" if error \
+            else f"the {cand.name} tray icon's loop ended (the tray host went away?)"
+    return "no tray backend could start: " + "; ".join(skipped)
+
+
+def _explain_skips(cands: list[backends.Candidate]) -> None:
+    """Plain-words advice for the skips a user can fix (a Python without gi, no D-Bus)."""
+    if any("cannot load gi" in c.why for c in cands):
+        from launcher.pick_python import gi_hint
+
+        log.warning("%s", gi_hint())
+    reason = backends.dbus_reason(os.environ) if sys.platform.startswith("linux") else ""
+    if reason:
+        log.warning("tray: %s", reason)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.headless:
         return run_supervisor(settings, headless=True)
 
-    pystray, why = load_pystray()
-    if pystray is None:
+    why = backends.no_display_reason(os.environ)
+    cands = [] if why else backends.candidates(os.environ)
+    if not any(c.icon_class for c in cands):
+        why = why or "; ".join(f"{c.name}: {c.why}" for c in cands)
         print(f"helix-tray: no system tray available ({why}).\n{INSTALL_HINT}\n"
               f"Running the supervisor without an icon; the dashboard is {settings.base_url}/dashboard",
               file=sys.stderr, flush=True)
@@ -297,35 +314,35 @@ def main(argv: list[str] | None = None) -> int:
                              backups=settings.supervisor.log_backups, stderr=True)
     sup = Supervisor(settings, headless=False)
     app = TrayApp(settings, sup)
+    deadline = StopDeadline(app.kill_owned_backend)
+    app.on_stop = deadline.arm
     try:
         sup.start()
     except LockHeld as exc:
         print(f"helix-tray: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    log.info("tray backend: %s", os.environ.get("PYSTRAY_BACKEND") or "platform default")
-    try:
-        icon = app.make_icon(pystray)
-        install_stop_signals(lambda: app.request_quit(icon), lambda: sup.request_restart("SIGHUP"))
-
-        def setup(ic: Any) -> None:
-            ic.visible = True
-            app.start_updates()
-
-        icon.run(setup=setup)
-    except Exception as exc:  # noqa: BLE001 - a tray that cannot start is not a reason to stop serving
-        if not app.quitting:
-            print(f"helix-tray: the tray icon failed ({type(exc).__name__}: {exc}).\n{INSTALL_HINT}\n"
-                  f"Supervising without an icon; the dashboard is {settings.base_url}/dashboard",
-                  file=sys.stderr, flush=True)
-            app.icon = None
-            return _wait_headless(sup)
-    if not app.quitting and sup.running:
-        # the icon loop ended on its own (tray host gone): keep serving until Ctrl-C
-        log.warning("the tray icon loop ended; supervising without an icon")
-        app.icon = None
-        return _wait_headless(sup)
+    # finding a Python with gi takes a moment: neither the icon nor the backend waits for the advice
+    threading.Thread(target=_explain_skips, args=(cands,), name="helix-tray-advice", daemon=True).start()
+    winjob.contain_backends(sup)  # Windows: the backend dies with the tray, even a killed one
+    install_stop_signals(lambda name: app.request_quit(reason=name), lambda: sup.request_restart("SIGHUP"))
+    pystray = backends.import_pystray()
+    failure = run_icon(app, pystray, cands)
+    code = 0
+    if failure and not app.quitting:
+        code = EXIT_ICON_FAILED
+        print(f"helix-tray: {failure}.\n{INSTALL_HINT}\nStopping; `helix supervise` serves without an icon, "
+              f"and the dashboard is {settings.base_url}/dashboard", file=sys.stderr, flush=True)
+        deadline.arm("the tray icon failed", code)
+        app.request_quit(reason="the tray icon failed")
+    deadline.arm("the tray icon stopped", code)
     sup.shutdown()
-    return sup.exit_code
+    code = code or sup.exit_code
+    if app.popup is not None and not app.popup.join(1.0):
+        # a Tk thread still running at interpreter exit would abort the process (Tcl teardown)
+        logging.shutdown()
+        os._exit(code)
+    deadline.disarm()
+    return code
 
 
 if __name__ == "__main__":

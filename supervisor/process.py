@@ -56,6 +56,15 @@ def backend_env(settings: Settings, base: Mapping[str, str] | None = None) -> di
     return env
 
 
+def popen_options(platform: str = sys.platform) -> dict:
+    """How a backend is started: on Windows without a console window and in its own process
+    group; elsewhere in its own session (our Ctrl-C is ours to handle)."""
+    if platform == "win32":
+        return {"creationflags": (getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)
+                                  | getattr(subprocess, "CREATE_NO_WINDOW", 0x08000000))}
+    return {"start_new_session": True}
+
+
 def tree_of(root: psutil.Process | None) -> list[psutil.Process]:
     """The process and all its descendants (taken now: orphans cannot be found later)."""
     if root is None:
@@ -103,12 +112,7 @@ class BackendProcess:
     @classmethod
     def spawn(cls, command: Sequence[str], env: Mapping[str, str], logs: LogCapture,
               on_exit: Callable[["BackendProcess"], None] | None = None, cwd: str | None = None) -> "BackendProcess":
-        kwargs: dict = {}
-        if IS_WINDOWS:
-            kwargs["creationflags"] = (getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)
-                                       | getattr(subprocess, "CREATE_NO_WINDOW", 0x08000000))
-        else:
-            kwargs["start_new_session"] = True  # our Ctrl-C is ours to handle; the backend stops when we say
+        kwargs = popen_options()
         logs.mark(f"starting: {' '.join(command)}")
         popen = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, close_fds=True, **kwargs)

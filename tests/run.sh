@@ -8,11 +8,19 @@ cd "$(dirname "$0")/.."
 
 say() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 
-# 1. Debian packages for the tray (Xvfb + tray host) and dashboard (headless Chromium) tests.
+# 1. Debian packages for the tray (Xvfb, a tray host, D-Bus, the GTK/AppIndicator bindings the
+#    system Python loads) and dashboard (headless Chromium) tests. The tray test makes its own small
+#    venv from the system Python with --system-site-packages for the AppIndicator path.
 need=()
-for pair in Xvfb:xvfb xdpyinfo:x11-utils xdotool:xdotool import:imagemagick trayer:trayer chromium:chromium; do
+for pair in Xvfb:xvfb xdpyinfo:x11-utils xdotool:xdotool import:imagemagick trayer:trayer chromium:chromium \
+            dbus-daemon:dbus dbus-launch:dbus-x11; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
+if command -v dpkg >/dev/null 2>&1; then
+  for pkg in python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 python3-tk; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing ${need[*]}"

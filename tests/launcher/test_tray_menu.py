@@ -1,5 +1,5 @@
-"""The tray without a display: menu built from pystray's own Menu/MenuItem, actions invoked
-the way a click invokes them (`icon.menu.items[i](icon)`), against a real supervised backend."""
+"""The tray without a display: the menu built from its providers, shown through pystray's own
+Menu/MenuItem, actions invoked the way a click invokes them, against a real supervised backend."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from helix_context import signals
 from launcher.icons import STATE_COLORS, make_icon
-from launcher.menu import build_menu, find_item, ribosome_label, status_lines
-from launcher.tray import TrayApp, backend_candidates
+from launcher import menu as menu_mod
+from launcher.menu import Entry, collect, find_entry, helper_model_label, status_lines, to_pystray
+from launcher.tray import TrayApp
 from supervisor.status import icon_state
 from supkit import fast_settings, health, serving, wait_until
 
@@ -57,19 +58,6 @@ def test_icon_state_and_colours():
     assert len(set(STATE_COLORS.values())) == len(STATE_COLORS)
 
 
-def test_backend_choice_on_linux():
-    no_display, why = backend_candidates({}, "linux")
-    assert no_display == [] and "DISPLAY" in why
-    assert backend_candidates({"DISPLAY": ":0"}, "linux", lambda ind: True, lambda: True)[0] == \
-        ["appindicator", "gtk", "xorg"]
-    assert backend_candidates({"DISPLAY": ":0"}, "linux", lambda ind: not ind, lambda: True)[0] == ["gtk", "xorg"]
-    assert backend_candidates({"DISPLAY": ":0"}, "linux", lambda ind: False, lambda: True)[0] == ["xorg"]
-    none, why = backend_candidates({"DISPLAY": ":0"}, "linux", lambda ind: False, lambda: False)
-    assert none == [] and "gi" in why
-    assert backend_candidates({"PYSTRAY_BACKEND": "xorg"}, "linux")[0] == ["xorg"]
-    assert backend_candidates({}, "win32")[0] == [""]
-
-
 class Recorder:
     def __init__(self):
         self.urls: list[str] = []
@@ -80,32 +68,82 @@ def _app(settings, sup, rec):
     return TrayApp(settings, sup, open_url=rec.urls.append, open_path=rec.paths.append)
 
 
-def test_menu_layout_and_visibility(pystray_dummy, supervisors):
-    settings = fast_settings()
-    sup = supervisors.make(settings, start=False)
-    app = _app(settings, sup, Recorder())
-    icon = app.make_icon(pystray_dummy)
-    texts = [item.text for item in icon.menu.items]
-    assert texts[6:10] == ["Open dashboard", "Pause ribosome", "Restart backend", "Open logs folder"]
-    assert texts[-1] == "Quit"
-    assert [i.enabled for i in icon.menu.items[:4]] == [False] * 4
-    visible = [i.text for i in icon.menu]  # iteration drops hidden items and extra separators
-    assert "Open Grafana" not in visible and not any(t.startswith("Pressure") for t in visible)
-    assert icon.menu.items[6].default
+def _texts(entries):
+    return [e.text if e is not None else "----" for e in entries]
 
-    graf = fast_settings(telemetry={"grafana_url": "http://127.0.0.1:3000/d/helix"})
+
+def test_menu_puts_status_first_and_hides_what_cannot_work(pystray_dummy, supervisors):
+    settings = fast_settings()
+    app = _app(settings, supervisors.make(settings, start=False), Recorder())
+    app.snapshot = _snap()
+    texts = _texts(collect(app))
+    assert texts == ["Backend: running (pid 42)", "Genes: unknown", "GPU: none detected",
+                     "Models: Ollama not reachable", "Indexing: backend not reachable", "----", "Open dashboard",
+                     "Restart backend", "----", "Add folder…", "Pause indexing", "----", "Open logs folder", "----",
+                     "Quit"]
+    # no helper model configured: no pause entry at all, and the old word is gone
+    assert not any("ribosome" in t.lower() or "helper" in t.lower() for t in texts)
+
+    # while the backend starts, what cannot work yet is greyed, with the reason in its text
+    app.snapshot = _snap("starting")
+    entries = collect(app)
+    dash, restart = find_entry(entries, "Open dashboard"), find_entry(entries, "Restart backend")
+    assert (dash.text, dash.enabled) == ("Open dashboard (backend starting)", False)
+    assert (restart.text, restart.enabled) == ("Restart backend (starting…)", False)
+    app.snapshot = _snap("fatal", backend={"status": "fatal", "last_error": "crash loop"})
+    assert find_entry(collect(app), "Start backend").enabled
+
+    # the same entries through pystray: status lines disabled, the default action is the dashboard
+    app.snapshot = _snap()
+    menu = to_pystray(app, pystray_dummy.Menu, pystray_dummy.MenuItem)
+    items = [i for i in menu.items if i is not pystray_dummy.Menu.SEPARATOR]
+    assert [i.text for i in items][:6] == texts[:5] + ["Open dashboard"]
+    assert [i.enabled for i in items[:5]] == [False] * 5 and items[5].default
+
+
+def test_helper_model_entry_only_when_configured_and_grafana_only_with_a_url(pystray_dummy, supervisors):
+    settings = fast_settings(ribosome={"enabled": True, "model": "qwen2.5:0.5b"},
+                             telemetry={"grafana_url": "http://127.0.0.1:3000/d/helix"})
     rec = Recorder()
-    app2 = _app(graf, supervisors.make(graf, start=False), rec)
-    menu = build_menu(app2, pystray_dummy.Menu, pystray_dummy.MenuItem)
-    assert "Open Grafana" in [i.text for i in menu]
-    find_item(menu, "Open Grafana")(icon)
+    app = _app(settings, supervisors.make(settings, start=False), rec)
+    app.snapshot = _snap()
+    texts = _texts(collect(app))
+    assert texts[6:9] == ["Open dashboard", "Pause helper model", "Restart backend"]
+    assert "Open Grafana" in texts
+    find_entry(collect(app), "Open Grafana").action()
     assert rec.urls == ["http://127.0.0.1:3000/d/helix"]
-    app2.snapshot = _snap(pressure={"active": True, "reasons": ["phi3 beside llama3"]})
-    assert "Pressure: phi3 beside llama3" in [i.text for i in menu]
+    app.snapshot = _snap(ribosome_paused=True, pressure={"active": True, "reasons": ["phi3 beside llama3"]})
+    texts = _texts(collect(app))
+    assert "Resume helper model" in texts and texts[4] == "Pressure: phi3 beside llama3"
+    assert helper_model_label(None) == "Pause helper model"
+
+
+def test_a_new_provider_adds_entries_in_one_place(supervisors, monkeypatch):
+    """What the living-index work will do: one provider, its status line among the status lines,
+    its actions beside the others, and a broken provider costs only its own entries."""
+    settings = fast_settings()
+    app = _app(settings, supervisors.make(settings, start=False), Recorder())
+    app.snapshot = _snap()
+    added = []
+
+    def indexing(_app):
+        return [Entry("Indexing: 3 folders watched", section="status", enabled=False),
+                Entry("Add folder…", lambda: added.append("add")), Entry("Pause indexing", lambda: None)]
+
+    def broken(_app):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(menu_mod, "PROVIDERS", [*menu_mod.PROVIDERS, indexing, broken])
+    texts = _texts(app.entries())
+    assert texts.index("Indexing: 3 folders watched") < texts.index("----") < texts.index("Add folder…")
+    assert texts[texts.index("Restart backend") + 1:texts.index("Restart backend") + 3] == \
+        ["Add folder…", "Pause indexing"]
+    find_entry(app.entries(), "Add folder").action()
+    assert added == ["add"] and texts[-1] == "Quit"
 
 
 def test_menu_actions_drive_the_real_backend(pystray_dummy, supervisors):
-    settings = fast_settings()
+    settings = fast_settings(ribosome={"enabled": True})
     sup = supervisors.make(settings, start=False)
     rec = Recorder()
     app = _app(settings, sup, rec)
@@ -113,35 +151,36 @@ def test_menu_actions_drive_the_real_backend(pystray_dummy, supervisors):
     sup.start()
     first = serving(sup)["backend"]["pid"]
     wait_until(lambda: app.snapshot and app.snapshot["backend"]["status"] == "running")
-    assert icon.menu.items[0].text.startswith("Backend: running")
 
-    # the icon's default action (a click) opens the dashboard
+    def item(text):
+        return next(i for i in icon.menu.items if i is not pystray_dummy.Menu.SEPARATOR and i.text.startswith(text))
+
+    assert icon.menu.items[0].text.startswith("Backend: running")
+    # the icon's default action (a click) opens the dashboard, as does the item
     icon.menu(icon)
-    icon.menu.items[6](icon)
+    item("Open dashboard")(icon)
     assert rec.urls == [f"{settings.base_url}/dashboard"] * 2
 
-    # pause → the real backend's ribosome flag is set; the label follows
-    assert icon.menu.items[7].text == "Pause ribosome"
-    icon.menu.items[7](icon)
+    # pause → the real backend's helper-model flag is set; the label follows
+    item("Pause helper model")(icon)
     assert httpx.get(f"{settings.base_url}/admin/ribosome", trust_env=False).json()["paused"] is True
     assert signals.ribosome_paused(settings.home)
-    assert icon.menu.items[7].text == "Resume ribosome" == ribosome_label(app.snapshot)
-    icon.menu.items[7](icon)
+    assert helper_model_label(app.snapshot) == "Resume helper model"
+    item("Resume helper model")(icon)
     assert httpx.get(f"{settings.base_url}/admin/ribosome", trust_env=False).json()["paused"] is False
-    assert icon.menu.items[7].text == "Pause ribosome"
 
-    icon.menu.items[9](icon)
+    item("Open logs folder")(icon)
     assert rec.paths == [settings.logs_dir]
 
     # restart → a new backend serves
-    icon.menu.items[8](icon)
+    item("Restart backend")(icon)
     snap = serving(sup, not_pid=first)
     assert snap["backend"]["planned_restarts"] == 1 and snap["backend"]["crashes"] == 0
     wait_until(lambda: app.snapshot["backend"]["pid"] == snap["backend"]["pid"])
 
     # quit → the backend this tray started is stopped
-    icon.menu.items[-1](icon)
-    assert not sup.running
+    item("Quit")(icon)
+    assert not sup.running and app.quitting
     wait_until(lambda: health(settings.base_url) is None)
     assert signals.read_supervisor_status(settings.home)["backend"]["status"] == "stopped"
 
@@ -153,8 +192,9 @@ def test_quit_leaves_an_adopted_backend_running(pystray_dummy, supervisors, tmp_
     tray_settings = fast_settings(port=settings.server.port).replace(home=tmp_path / "tray-home")
     tray_sup = supervisors.make(tray_settings)
     app = _app(tray_settings, tray_sup, Recorder())
-    icon = app.make_icon(pystray_dummy)
+    app.make_icon(pystray_dummy)
     assert serving(tray_sup)["backend"]["adopted"]
-    icon.menu.items[-1](icon)
+    find_entry(app.entries(), "Quit").action()
     assert not tray_sup.running
+    assert app.kill_owned_backend() is None  # never kills what it did not start
     assert health(settings.base_url)["pid"] == pid
