@@ -11,7 +11,10 @@ from __future__ import annotations
 # indexed; the store rebuilds the index on open (contentless FTS needs the exact
 # old text to delete a row, so the index must match the current derivation).
 # 2: identifier parts come from the tagger's word scan (dotted names, `$`).
-FTS_VERSION = 2
+# 3: rebuild once: before this, a gene revived in another file (a rename between two checkouts)
+#    kept its old path and tags in its row, and a later delete left stale index entries behind
+#    ("database disk image is malformed" on searches that scored them).
+FTS_VERSION = 3
 
 V1 = """
 CREATE TABLE meta (

@@ -396,8 +396,14 @@ class Genome:
             rowid, source_path, retired_at = row
             result.reused += 1
             if retired_at is not None:
-                tx.execute("UPDATE genes SET retired_at = NULL, tier = 'open' WHERE id = ?", (rowid,))
-                self._fts_insert(tx, rowid, gene.content, "\n".join(gene.tags), gene.source_path)
+                # revived (its text is back, maybe in another file): the row takes the path and tags it is
+                # indexed under now, since a later delete of its full-text row re-derives them from the row;
+                # a delete with other values than were indexed corrupts a contentless FTS5 index
+                tags = "\n".join(gene.tags)
+                tx.execute("UPDATE genes SET retired_at = NULL, tier = 'open', source_path = ?, tags = ? WHERE id = ?",
+                           (gene.source_path, tags, rowid))
+                self._fts_insert(tx, rowid, gene.content, tags, gene.source_path)
+                source_path = gene.source_path
             if source_path == gene.source_path or source_path is None or retired_at is not None:
                 # this source owns the gene: refresh its span and provenance
                 tx.execute(

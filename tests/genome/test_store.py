@@ -252,3 +252,24 @@ def test_unused_genes_age_and_come_back_when_delivered(tmp_path: Path) -> None:
     assert g.stats()["genes_by_tier"] == {"open": 1, "aging": 1}
     g.record_delivery([old.rowid])
     assert g.get_gene(old.gene_id).tier == "open"
+
+
+def test_a_gene_revived_in_another_file_keeps_the_full_text_index_sound(tmp_path: Path) -> None:
+    """A file's text moves to another path (a rename between two checkouts), then changes again.
+
+    The full-text index is contentless: a row is deleted by giving the values it was indexed with, so
+    the gene's row must hold the path and tags it was indexed under. Otherwise searches that score
+    the stale entries fail with "database disk image is malformed".
+    """
+    g = Genome(tmp_path / "g.db")
+    body = "def unary_minus(x):\n    return -x"
+    g.replace_source(rec("old/ops.py"), "old/ops.py", [(gene(body, "old/ops.py", tags=("old_tag",)), None)])
+    g.retire_source("old/ops.py")
+    g.replace_source(rec("new/moved.py"), "new/moved.py", [(gene(body, "new/moved.py", tags=("new_tag",)), None)])
+    g.replace_source(rec("other.py"), "other.py", [(gene("def unary_plus(x):\n    return +x", "other.py"), None)])
+    assert g.get_gene(gene(body).gene_id).source_path == "new/moved.py"
+    assert [r for r, _ in g.fts_search('"moved"', 5, column="path")] and not g.fts_search('"ops"', 5, column="path")
+    g.retire_source("new/moved.py")  # deletes its full-text row with the values in the genes row
+    assert len(g.fts_search('"unary"', 5)) == 1
+    assert g.fts_search('"unary_minus"', 5) == [] and g.fts_search('"moved"', 5, column="path") == []
+    assert g.fts_search('"new_tag"', 5, column="tags") == [] and g.fts_search('"old_tag"', 5, column="tags") == []
