@@ -224,6 +224,29 @@ def baselines(root: Path, query: str, tokens: Tokens | None = None) -> dict[str,
             "chunk_ids": chunks}
 
 
+def baseline_row(tree: Path, row: dict, tokens: Tokens) -> dict:
+    """Both BM25 baselines' metrics for one issue (what the work folder's baselines.json keeps)."""
+    query, gold = row["problem_statement"], row["gold"]
+    base = baselines(tree, query, tokens)
+    tokens.forget_unused()
+    bf = [base["file_ids"][i] for i in base["files"].search(query, 10)]
+    bc = [base["chunk_ids"][i] for i in base["funcs"].search(query, 200)]
+    return {"files": {**file_metrics(bf, set(gold)), **{f"func_hit@{k}": 0.0 for k in KS}},
+            "funcs": {**file_metrics(distinct([c[0] for c in bc])[:10], set(gold)), **span_metrics(bc[:10], gold)},
+            "func_lines": [e - s + 1 for _, s, e in bc[:10]]}
+
+
+def prepare_work(work: Path, data: Path) -> Path:
+    """The work folder's HELIX_HOME and bare clone of the bundle; returns the clone."""
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["HELIX_HOME"] = str(work / "home")
+    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
+    bare = work / "repo.git"
+    if not bare.exists():
+        subprocess.run(["git", "clone", "-q", "--bare", str(data / "sympy.bundle"), str(bare)], check=True)
+    return bare
+
+
 # ── Helix ──
 
 def helix_answer(helix, query: str, root: Path) -> tuple[list[str], list[tuple[str, int, int]], float]:
@@ -263,12 +286,7 @@ def main() -> int:
     elif not args.all:
         rows = sample(rows, args.sample)
     work = args.keep or Path(tempfile.mkdtemp(prefix="helix-loc-"))
-    work.mkdir(parents=True, exist_ok=True)
-    os.environ["HELIX_HOME"] = str(work / "home")
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
-    bare = work / "repo.git"
-    if not bare.exists():
-        subprocess.run(["git", "clone", "-q", "--bare", str(args.data / "sympy.bundle"), str(bare)], check=True)
+    bare = prepare_work(work, args.data)
 
     from helix_context.config import load_config
     from helix_context.manager import HelixContextManager
@@ -300,14 +318,7 @@ def main() -> int:
         span_lines["helix"].extend(e - s + 1 for _, s, e in spans)
 
         if row["instance_id"] not in cached:
-            base = baselines(tree, query, tokens)
-            tokens.forget_unused()
-            bf = [base["file_ids"][i] for i in base["files"].search(query, 10)]
-            bc = [base["chunk_ids"][i] for i in base["funcs"].search(query, 200)]
-            cached[row["instance_id"]] = {
-                "files": {**file_metrics(bf, gold_files), **{f"func_hit@{k}": 0.0 for k in KS}},
-                "funcs": {**file_metrics(distinct([c[0] for c in bc])[:10], gold_files), **span_metrics(bc[:10], gold)},
-                "func_lines": [e - s + 1 for _, s, e in bc[:10]]}
+            cached[row["instance_id"]] = baseline_row(tree, row, tokens)
             if args.keep:
                 cache_file.write_text(json.dumps(cached))
         per["bm25_files"].append(cached[row["instance_id"]]["files"])
@@ -339,8 +350,11 @@ def main() -> int:
         r = results[key]
         med = results["median_span_lines"].get(key, "-")
         print(f"{label:<26}" + "".join(f"{r[c]:>12.3f}" for c in cols) + f"{med!s:>12}")
-    print(f"\nratio Helix / best BM25: file Hit@5 {results['helix']['file_hit@5'] / max(best_file, 1e-9):.2f}x "
-          f"(target 1.3x), function Hit@10 {results['helix']['func_hit@10'] / max(best_func, 1e-9):.2f}x (target 1.3x)")
+    def ratio(ours: float, theirs: float) -> str:
+        return f"{ours / theirs:.2f}x" if theirs > 0 else "n/a (baseline 0)"
+
+    print(f"\nratio Helix / best BM25: file Hit@5 {ratio(results['helix']['file_hit@5'], best_file)} (target 1.3x), "
+          f"function Hit@10 {ratio(results['helix']['func_hit@10'], best_func)} (target 1.3x)")
     write_results(args.json, results)
     return 0
 

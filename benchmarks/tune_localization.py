@@ -7,10 +7,12 @@
 `collect` ingests each instance's tree (as bench_localization.py does) and records,
 per issue, what every scorer found before any weighting (Retriever.evidence), the
 spans of every candidate gene with their own lexical score (locate.span_scores),
-and the gold answer. `tune` then ranks those records under many weightings with
-the same fusion, pointer and file-ranking code the server runs, and prints each
-weighting's file Hit@5 / MRR@10 and function Hit@10 next to the shipped defaults
-and the BM25 baselines of bench_localization (cached in the same folder).
+and the gold answer. `tune` then ranks those records with the same fusion, pointer
+and file-ranking code the server runs: it prints the shipped weights' file Hit@5 /
+MRR@10, function Hit@10 and strict MRR@10 against the BM25 baselines (cached in the
+same folder), the same with each code signal switched off (what each adds), and a
+coordinate ascent from the shipped weights (each weight over a small range in turn,
+best kept; the objective lifts the weakest ratio to its baseline first).
 `collect-stdlib` records the 66 plain-language questions of bench_code_retrieval.py
 the same way, so a weighting is chosen on two kinds of question (whole issues and
 "which function does X"), scored there by strict MRR@10.
@@ -27,13 +29,13 @@ import json
 import os
 import pickle
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench_localization import DATA, Tokens, baselines, distinct, extract, file_metrics, load_instances, sample, span_metrics
+from bench_localization import (DATA, Tokens, baseline_row, extract, file_metrics, load_instances, prepare_work, sample,
+                                span_metrics)
 
 KS = (1, 5, 10)
 
@@ -65,12 +67,7 @@ def collect(args: argparse.Namespace) -> int:
     rows = load_instances(args.data)
     rows = rows if args.all else sample(rows, args.sample)
     work: Path = args.keep
-    work.mkdir(parents=True, exist_ok=True)
-    os.environ["HELIX_HOME"] = str(work / "home")
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
-    bare = work / "repo.git"
-    if not bare.exists():
-        subprocess.run(["git", "clone", "-q", "--bare", str(args.data / "sympy.bundle"), str(bare)], check=True)
+    bare = prepare_work(work, args.data)
     records = work / "records"
     records.mkdir(exist_ok=True)
     cache_file = work / "baselines.json"
@@ -99,16 +96,7 @@ def collect(args: argparse.Namespace) -> int:
         pickle.dump(Record(row["instance_id"], row["gold"], ev.per_signal, ev.defs, slim, spans, root),
                     out.open("wb"))
         if row["instance_id"] not in cached:
-            base = baselines(tree, row["problem_statement"], tokens)
-            tokens.forget_unused()
-            bf = [base["file_ids"][i] for i in base["files"].search(row["problem_statement"], 10)]
-            bc = [base["chunk_ids"][i] for i in base["funcs"].search(row["problem_statement"], 200)]
-            gold_files = set(row["gold"])
-            cached[row["instance_id"]] = {
-                "files": {**file_metrics(bf, gold_files), **{f"func_hit@{k}": 0.0 for k in KS}},
-                "funcs": {**file_metrics(distinct([c[0] for c in bc])[:10], gold_files),
-                          **span_metrics(bc[:10], row["gold"])},
-                "func_lines": [e - s + 1 for _, s, e in bc[:10]]}
+            cached[row["instance_id"]] = baseline_row(tree, row, tokens)
             cache_file.write_text(json.dumps(cached))
         print(f"[{n}/{len(rows)}] {row['instance_id']} {time.perf_counter() - started:.0f} s", file=sys.stderr)
     helix.close()
