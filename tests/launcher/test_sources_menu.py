@@ -37,12 +37,13 @@ def test_tray_entries_add_a_folder_show_progress_and_pause(pystray_dummy, superv
 
     server = server_factory(fast_settings(settings))
     tray_settings = settings.replace(server={"port": server.port})
-    folder = _tree(tmp_path / "project", 400)
+    folder = _tree(tmp_path / "project", 1200)
     urls: list[str] = []
     app = TrayApp(tray_settings, supervisors.make(tray_settings, start=False), open_url=urls.append,
                   open_path=lambda p: None)
+    lines: list[str] = []  # every status line the tray's poller saw (progress can be brief)
     app.sources_menu = SourcesMenu(tray_settings, open_url=urls.append, ask_folder=lambda: str(folder),
-                                   poll_s=0.2)
+                                   poll_s=0.05, on_change=lambda: lines.append(app.sources_menu.status_line()))
     icon = app.make_icon(pystray_dummy)
     menu = icon.menu
     line, add, pause = _index(menu, "Index"), _index(menu, "Add folder"), _index(menu, "Pause indexing")
@@ -54,12 +55,12 @@ def test_tray_entries_add_a_folder_show_progress_and_pause(pystray_dummy, superv
     menu.items[add](icon)  # the click: the dialog (here: the folder given above), then POST /sources
     app.sources_menu.last_action.join(10)
     progress = re.compile(r"^Indexing [\d,]+ / [\d,]+ files$")
-    seen = wait_until(lambda: progress.match(menu.items[line].text) and menu.items[line].text, timeout=20)
-    assert seen, "the status line never showed the indexing progress"
+    seen = wait_until(lambda: any(progress.match(t) for t in [*lines, menu.items[line].text]), timeout=30)
+    assert seen, f"the status line never showed the indexing progress: {lines}"
     wait_until(lambda: menu.items[line].text == "Index up to date, 1 folder", timeout=60)
     assert urls == []
     (row,) = app.sources_menu.status["sources"]
-    assert row["path"] == str(folder.resolve()) and row["files"] == 400
+    assert row["path"] == str(folder.resolve()) and row["files"] == 1200
 
     menu.items[pause](icon)
     assert menu.items[pause].text == "Resume indexing"
