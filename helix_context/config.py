@@ -78,6 +78,7 @@ class RetrievalSettings:
     score_floor: float = 0.35  # fraction of the top fused score
     abstain_below: float = 0.0
     candidate_pool: int = 200
+    ann_threshold: int = 20_000  # live vectors from which dense search uses the HNSW graph instead of a scan
     weight_fts: float = 0.8
     weight_tags: float = 0.6
     weight_path: float = 0.5
@@ -192,6 +193,7 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("embedding", "batch_size"): 1,
     ("embedding", "max_tokens"): 2,  # [CLS] and [SEP]
     ("embedding", "code_max_tokens"): 2,
+    ("retrieval", "ann_threshold"): 0,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {

@@ -132,5 +132,21 @@ UPDATE files SET content_hash = '';
 CREATE VIRTUAL TABLE genes_fts_vocab USING fts5vocab(genes_fts, row);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS)
+# vector_changes: which genes' vectors appeared, left or came back, so the dense index
+# on disk (genome/ann.py) replays only what changed since it was saved (genome/vectors.py).
+V3_VECTOR_LOG = """
+CREATE TABLE vector_changes (
+    seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+    gene INTEGER NOT NULL
+);
+CREATE TRIGGER genes_vector_insert AFTER INSERT ON genes WHEN NEW.embedding IS NOT NULL
+BEGIN INSERT INTO vector_changes(gene) VALUES (NEW.id); END;
+CREATE TRIGGER genes_vector_update AFTER UPDATE OF embedding, retired_at ON genes
+WHEN NEW.embedding IS NOT OLD.embedding OR (NEW.retired_at IS NULL) != (OLD.retired_at IS NULL)
+BEGIN INSERT INTO vector_changes(gene) VALUES (NEW.id); END;
+CREATE TRIGGER genes_vector_delete AFTER DELETE ON genes WHEN OLD.embedding IS NOT NULL
+BEGIN INSERT INTO vector_changes(gene) VALUES (OLD.id); END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_VECTOR_LOG)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -22,13 +21,17 @@ from typing import Any
 import numpy as np
 
 from helix_context.genome import fts_text
+from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.ann import VectorIndex
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
+from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
 
-EMBED_DIM = 384
+__all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
+           "decode_vector", "encode_vector"]
 
 
 class GenomeError(RuntimeError):
@@ -59,13 +62,6 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
-class DenseIndex:
-    rowids: np.ndarray  # int64 (n,)
-    matrix: np.ndarray  # float32 (n, 384), rows L2-normalised
-    generation: int
-
-
-@dataclass(frozen=True)
 class SourceWrite:
     """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
@@ -73,22 +69,6 @@ class SourceWrite:
     path: str | None
     genes: Sequence[tuple[Gene, np.ndarray | None]]
     forms: Mapping[str, StoredForm] = field(default_factory=dict)
-
-
-# ── vector encoding: int8 with a per-vector scale (388 bytes instead of 1536) ──
-
-
-def encode_vector(vec: np.ndarray) -> bytes:
-    vec = np.asarray(vec, dtype=np.float32).reshape(-1)
-    peak = float(np.max(np.abs(vec))) if vec.size else 0.0
-    scale = peak / 127.0 if peak > 0 else 1.0
-    quantised = np.clip(np.rint(vec / scale), -127, 127).astype(np.int8)
-    return struct.pack("<f", scale) + quantised.tobytes()
-
-
-def decode_vector(blob: bytes) -> np.ndarray:
-    scale = struct.unpack_from("<f", blob)[0]
-    return np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
 
 
 _GENE_COLUMNS = (
@@ -149,8 +129,8 @@ class Genome:
         self._write_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        self._dense: DenseIndex | None = None
-        self._dense_lock = threading.Lock()
+        self._vectors: VectorIndex | None = None
+        self._vectors_lock = threading.Lock()
         self._migrated = False
         self._open_and_migrate()
         self._migrated = True
@@ -182,6 +162,12 @@ class Genome:
         return conn
 
     def close(self) -> None:
+        if self._vectors is not None:
+            try:
+                self._vectors.close()
+            except GenomeError as exc:
+                log.warning("genome %s: dense index not saved on close (%s)", self.path, exc)
+            self._vectors = None
         with self._connections_lock:
             for conn in self._connections:
                 try:
@@ -227,6 +213,7 @@ class Genome:
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('created_at', ?)", (str(time.time()),))
             self._match_fts_version()
+            self._forget_unindexed_changes()
         except sqlite3.OperationalError as exc:
             raise _friendly(exc, self.path) from None
 
@@ -253,6 +240,16 @@ class Genome:
             for rowid, content, tags, path in rows:
                 self._fts_insert(tx, rowid, content, tags, path)
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
+
+    def _forget_unindexed_changes(self) -> None:
+        """No dense index on disk: the next one is built from the genes table, so the change log can go."""
+        if Path(str(self.path) + ".ann").exists() or vector_sql.first_change(self.conn) is None:
+            return
+        try:
+            with self.transaction(changes_genes=False) as tx:
+                vector_sql.trim_changes(tx.conn, vector_sql.last_change(tx.conn))
+        except GenomeError as exc:  # busy: the next open trims it
+            log.info("genome %s: vector change log kept for now (%s)", self.path, exc)
 
     # ── transactions ──
 
@@ -547,29 +544,17 @@ class Genome:
         row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()
         return decode_vector(row[0]) if row and row[0] else None
 
-    def dense_index(self) -> DenseIndex:
-        """All live genes' vectors as one matrix, rebuilt only when the genome changed."""
-        generation = self.generation()
-        current = self._dense
-        if current is not None and current.generation == generation:
-            return current
-        with self._dense_lock:
-            if self._dense is not None and self._dense.generation == generation:
-                return self._dense
-            rowids: list[int] = []
-            blobs: list[bytes] = []
-            for rowid, blob in self.conn.execute(
-                    "SELECT id, embedding FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL ORDER BY id"):
-                rowids.append(rowid)
-                blobs.append(blob)
-            if blobs:
-                raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + EMBED_DIM)
-                scales = raw[:, :4].copy().view("<f4").reshape(-1, 1)
-                matrix = raw[:, 4:].view(np.int8).astype(np.float32) * scales
-            else:
-                matrix = np.zeros((0, EMBED_DIM), dtype=np.float32)
-            self._dense = DenseIndex(np.asarray(rowids, dtype=np.int64), matrix, generation)
-            return self._dense
+    def vector_index(self) -> VectorIndex:
+        """The dense index of this genome's live vectors (genome/ann.py), kept in step on each search."""
+        if self._vectors is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    self._vectors = VectorIndex(self.path, lambda: self.conn, None if self.readonly else self._trim_vector_log)
+        return self._vectors
+
+    def _trim_vector_log(self, upto: int) -> None:
+        with self.transaction(changes_genes=False) as tx:
+            vector_sql.trim_changes(tx.conn, upto)
 
     def embedded_gene_ids(self, gene_ids: Sequence[str]) -> set[str]:
         """Which of these genes are already stored with a vector (so ingest need not embed them again)."""

@@ -68,17 +68,12 @@ def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: Weigh
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
 
 
-def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int) -> Scores:
-    """Cosine over every live gene's vector (one matrix-vector product)."""
+def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int, *, exact_below: int = 20_000) -> Scores:
+    """Cosine nearest neighbours: an exact scan on small genomes, the HNSW graph past `exact_below` genes."""
     if query_vector is None:
         return {}
-    index = genome.dense_index()
-    if index.matrix.shape[0] == 0:
-        return {}
-    sims = index.matrix @ query_vector.astype(np.float32)
-    k = min(limit, sims.shape[0])
-    top = np.argpartition(-sims, k - 1)[:k]
-    return {int(index.rowids[i]): float(sims[i]) for i in top}
+    hits = genome.vector_index().search(query_vector, limit, exact_below=exact_below)
+    return {int(r): float(s) for r, s in zip(hits.rowids, hits.similarities)}
 
 
 def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:
