@@ -211,6 +211,8 @@ class VectorIndex:
     def close(self) -> None:
         with self._lock:
             try:
+                if self._index is not None:
+                    self.sync()  # the file then holds everything: the next start replays nothing
                 self.save()
             except sqlite3.Error as exc:
                 log.warning("dense index %s: change log not trimmed (%s)", self.path, exc)
