@@ -310,6 +310,14 @@ def run(args: argparse.Namespace, home: Path) -> dict:
         point["db_over_raw"] = round(sum(point["disk_mb"].values()) / max(point["raw_mb"], 1e-9), 2)
         point["dense"] = dense_recall(home, qs[:50], args)
         points.append(point)
+        if args.keep:  # a copy per size, for --serve-only runs after a code change
+            snap = args.keep / f"snap_{target}"
+            snap.mkdir(exist_ok=True)
+            for suffix in ("", "-wal", ".ann", ".ann.json"):
+                src = home / f"genome.db{suffix}"
+                if src.exists():
+                    shutil.copy2(src, snap / src.name)
+            (snap / "point.json").write_text(json.dumps({k: v for k, v in point.items() if k != "serve"}))
         s = point["serve"]
         print(f"  {genes} genes: /context p50 {s['context']['p50_ms']} p95 {s['context']['p95_ms']} ms; "
               f"/context/packet p50 {s['packet']['p50_ms']} p95 {s['packet']['p95_ms']} ms; "
@@ -322,6 +330,28 @@ def run(args: argparse.Namespace, home: Path) -> dict:
         results["exact_baseline"] = {"genes": genes, **base}
         print(f"  baseline, same genome, every query scans all vectors: /context p95 {base['context']['p95_ms']} ms, "
               f"/context/packet p95 {base['packet']['p95_ms']} ms, RSS {base['server_rss_mb']} MB", flush=True)
+    return results
+
+
+def serve_only(args: argparse.Namespace) -> dict:
+    """Measure serving again on the genomes a `--keep` run saved (after a code change: same data)."""
+    corpus = Corpus(args.corpus, Path(tempfile.mkdtemp(prefix="helix-bench-scale-q-")))
+    qs = questions(corpus.files, args.requests)
+    points = []
+    for snap in sorted(args.keep.glob("snap_*"), key=lambda p: int(p.name.split("_")[1])):
+        point = json.loads((snap / "point.json").read_text())
+        point["serve"] = serve_and_measure(snap, qs, args)
+        point["dense"] = dense_recall(snap, qs[:50], args)
+        points.append(point)
+        s = point["serve"]
+        print(f"  {point['genes']} genes: /context p50 {s['context']['p50_ms']} p95 {s['context']['p95_ms']} ms; "
+              f"/context/packet p50 {s['packet']['p50_ms']} p95 {s['packet']['p95_ms']} ms; RSS {s['server_rss_mb']} MB",
+              flush=True)
+    results = {"embeddings": not args.no_embed, "cpus": os.cpu_count(), "points": points, "questions": len(qs)}
+    if args.exact_baseline and points:
+        base = serve_and_measure(sorted(args.keep.glob("snap_*"), key=lambda p: int(p.name.split("_")[1]))[-1], qs,
+                                 args, {"HELIX_RETRIEVAL_ANN_THRESHOLD": str(10**12)})
+        results["exact_baseline"] = {"genes": points[-1]["genes"], **base}
     return results
 
 
@@ -362,8 +392,17 @@ def main() -> int:
                         or os.environ.get("HELIX_TEST_MODEL_CACHE"))
     parser.add_argument("--keep", type=Path, help="grow the genome in this folder and keep it")
     parser.add_argument("--keep-corpus", action="store_true")
+    parser.add_argument("--serve-only", action="store_true",
+                        help="measure serving only, on the per-size copies a previous --keep run left in --keep")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.serve_only:
+        if not args.keep:
+            parser.error("--serve-only needs --keep DIR (a folder a previous --keep run wrote)")
+        results = serve_only(args)
+        report(results)
+        write_results(args.json, results)
+        return 0
     home = args.keep or Path(tempfile.mkdtemp(prefix="helix-bench-scale-"))
     home.mkdir(parents=True, exist_ok=True)
     try:

@@ -16,14 +16,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from helix_context.genome import fts_text
+from helix_context.genome import fts_text, symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.activity import ActivityMixin
 from helix_context.genome.ann import VectorIndex
+from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
@@ -113,7 +114,7 @@ def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
     )
 
 
-class Genome:
+class Genome(ActivityMixin, MaintenanceMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
@@ -130,6 +131,7 @@ class Genome:
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._vectors: VectorIndex | None = None
+        self._live_count: tuple[int, int] | None = None  # (generation, live genes)
         self._vectors_lock = threading.Lock()
         self._migrated = False
         self._open_and_migrate()
@@ -286,6 +288,16 @@ class Genome:
     def generation(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
+
+    def live_gene_count(self) -> int:
+        """Live genes, counted once per generation: the count scans the genes table (~0.2 s at 1M genes)."""
+        generation = self.generation()
+        cached = self._live_count
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        n = symbols_sql.live_gene_count(self.conn)
+        self._live_count = (generation, n)
+        return n
 
     # ── files ──
 
@@ -581,152 +593,6 @@ class Genome:
         with self.transaction() as tx:
             tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
                            [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
-
-    # ── co-activation ──
-
-    def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]:
-        if not seeds:
-            return {}
-        marks = ",".join("?" * len(seeds))
-        rows = self.conn.execute(
-            f"SELECT b, SUM(count) FROM coactivation WHERE a IN ({marks}) GROUP BY b "
-            f"UNION ALL SELECT a, SUM(count) FROM coactivation WHERE b IN ({marks}) GROUP BY a",
-            (*seeds, *seeds)).fetchall()
-        scores: dict[int, float] = {}
-        for rowid, count in rows:
-            scores[rowid] = scores.get(rowid, 0.0) + float(count)
-        for seed in seeds:
-            scores.pop(seed, None)
-        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
-
-    def record_delivery(self, rowids: Sequence[int]) -> None:
-        """Genes delivered together: bump access counts and pairwise co-activation."""
-        ids = sorted(set(int(r) for r in rowids))[:24]
-        if not ids:
-            return
-        now = time.time()
-        pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
-                           "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ?",
-                           [(now, r) for r in ids])
-            tx.executemany(
-                "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
-                "ON CONFLICT(a, b) DO UPDATE SET count = count + 1, last_at = excluded.last_at", pairs)
-
-    def coactivation_links(self) -> list[tuple[str, str, int, float]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
-            "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b")]
-
-    def neighbors(self, gene_id: str, limit: int = 10) -> list[tuple[Gene, float]]:
-        gene = self.get_gene(gene_id)
-        if gene is None or gene.rowid is None:
-            return []
-        scores = self.coactivated([gene.rowid], limit=limit)
-        genes = self.genes_by_rowid(scores)
-        return [(genes[r], s) for r, s in scores.items() if r in genes]
-
-    # ── sessions ──
-
-    def touch_session(self, session_id: str, agent: str, genes_delivered: int) -> None:
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.execute(
-                "INSERT INTO sessions(session_id, agent, first_seen, last_seen, requests, genes_delivered) "
-                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(session_id) DO UPDATE SET last_seen = excluded.last_seen, "
-                "requests = requests + 1, genes_delivered = genes_delivered + excluded.genes_delivered, "
-                "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE agent END",
-                (session_id, agent, now, now, genes_delivered))
-
-    def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
-                           [(session_id, role, content, now) for role, content in messages])
-
-    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions "
-            "ORDER BY last_seen DESC LIMIT ?", (limit,))
-        keys = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
-        return [dict(zip(keys, r)) for r in rows]
-
-    def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT id, session_id, role, content FROM session_buffer WHERE consolidated = 0 ORDER BY id LIMIT ?",
-            (limit,))]
-
-    def mark_consolidated(self, ids: Sequence[int]) -> None:
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE session_buffer SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
-
-    # ── maintenance ──
-
-    def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
-        with self.transaction() as tx:
-            n = 0
-            for path in changed_paths:
-                n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
-            return n
-
-    def age_genes(self, older_than: float) -> int:
-        """Open genes neither delivered nor re-verified since `older_than` (unix s) move to tier "aging"."""
-        with self.transaction(changes_genes=False) as tx:
-            return tx.execute(
-                "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
-                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount
-
-    def source_paths(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
-
-    def checkpoint(self) -> dict[str, int]:
-        busy, log_frames, checkpointed = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return {"busy": busy, "log_frames": log_frames, "checkpointed": checkpointed}
-
-    def vacuum(self) -> dict[str, int]:
-        before = self.db_bytes()
-        with self._write_lock:
-            self.conn.execute("VACUUM")
-        self.checkpoint()
-        return {"bytes_before": before, "bytes_after": self.db_bytes()}
-
-    def integrity_check(self) -> list[str]:
-        problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
-        return [] if problems == ["ok"] else problems
-
-    def db_bytes(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
-
-    def wal_bytes(self) -> int:
-        wal = self.path.with_name(self.path.name + "-wal")
-        return wal.stat().st_size if wal.exists() else 0
-
-    def stats(self) -> dict[str, Any]:
-        c = self.conn
-        live = "retired_at IS NULL"
-        total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
-        by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731
-            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
-        files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
-        return {
-            "total_genes": total[0],
-            "raw_bytes": int(files[1]) if files[1] else int(total[1]),
-            "stored_content_bytes": int(total[1]),  # zlib-compressed
-            "db_bytes": self.db_bytes(),
-            "wal_bytes": self.wal_bytes(),
-            "files": files[0],
-            "genes_by_tier": by("tier", "1=1"),
-            "genes_by_source_kind": by("source_kind"),
-            "genes_by_content_type": by("content_type"),
-            "genes_by_project": by("project"),
-            "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
-            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL").fetchone()[0],
-            "coactivation_links": c.execute("SELECT COUNT(*) FROM coactivation").fetchone()[0],
-            "schema_version": SCHEMA_VERSION,
-            "generation": self.generation(),
-        }
-
 
 @dataclass
 class _Tx:

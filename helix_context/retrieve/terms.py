@@ -68,7 +68,7 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
     stems = stem_words(written)
     conn = genome.conn
     docs = symbols_sql.term_doc_counts(conn, stems)
-    n = max(symbols_sql.live_gene_count(conn), 1)
+    n = max(genome.live_gene_count(), 1)
     scored: dict[str, tuple[float, str, int]] = {}
     for word, stem in zip(written, stems):
         df = docs.get(stem, 0)
