@@ -338,20 +338,29 @@ def serve_only(args: argparse.Namespace) -> dict:
     corpus = Corpus(args.corpus, Path(tempfile.mkdtemp(prefix="helix-bench-scale-q-")))
     qs = questions(corpus.files, args.requests)
     points = []
-    for snap in sorted(args.keep.glob("snap_*"), key=lambda p: int(p.name.split("_")[1])):
+    baseline = None
+    snaps = sorted(args.keep.glob("snap_*"), key=lambda p: int(p.name.split("_")[1]))
+    for snap in snaps:
         point = json.loads((snap / "point.json").read_text())
-        point["serve"] = serve_and_measure(snap, qs, args)
-        point["dense"] = dense_recall(snap, qs[:50], args)
+        home = Path(tempfile.mkdtemp(prefix="helix-bench-scale-serve-"))
+        try:  # a fresh copy each time: serving writes (deliveries, co-activation) that would carry over
+            for f in snap.glob("genome.db*"):
+                shutil.copy2(f, home / f.name)
+            point["serve"] = serve_and_measure(home, qs, args)
+            point["dense"] = dense_recall(home, qs[:50], args)
+            if args.exact_baseline and snap == snaps[-1]:
+                base = serve_and_measure(home, qs, args, {"HELIX_RETRIEVAL_ANN_THRESHOLD": str(10**12)})
+                baseline = {"genes": point["genes"], **base}
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
         points.append(point)
         s = point["serve"]
         print(f"  {point['genes']} genes: /context p50 {s['context']['p50_ms']} p95 {s['context']['p95_ms']} ms; "
               f"/context/packet p50 {s['packet']['p50_ms']} p95 {s['packet']['p95_ms']} ms; RSS {s['server_rss_mb']} MB",
               flush=True)
     results = {"embeddings": not args.no_embed, "cpus": os.cpu_count(), "points": points, "questions": len(qs)}
-    if args.exact_baseline and points:
-        base = serve_and_measure(sorted(args.keep.glob("snap_*"), key=lambda p: int(p.name.split("_")[1]))[-1], qs,
-                                 args, {"HELIX_RETRIEVAL_ANN_THRESHOLD": str(10**12)})
-        results["exact_baseline"] = {"genes": points[-1]["genes"], **base}
+    if baseline is not None:
+        results["exact_baseline"] = baseline
     return results
 
 
