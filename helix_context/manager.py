@@ -138,7 +138,9 @@ class HelixContextManager:
         self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
         if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
             self.start_parse_workers()
-        self.retriever  # noqa: B018  (builds the dense index cache)
+        self.retriever  # noqa: B018
+        if self.embedder is not None:
+            self.genome.vector_index().warm()  # loads (or rebuilds) the dense index and replays what changed
 
     def parts(self) -> dict[str, dict[str, str]]:
         """Status of each optional part; parts not loaded yet are probed without loading them."""

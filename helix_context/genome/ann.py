@@ -142,8 +142,9 @@ class VectorIndex:
 
     # ── keeping in step ──
 
-    def sync(self, *, batch: int = SYNC_BATCH) -> None:
-        """Replay the change log after what this index holds (at most `batch` entries)."""
+    def sync(self, *, batch: int | None = None) -> None:
+        """Replay the change log after what this index holds (at most `batch`, default SYNC_BATCH, entries)."""
+        batch = SYNC_BATCH if batch is None else batch
         with self._lock:
             if self._index is None:
                 self._load()
@@ -166,6 +167,15 @@ class VectorIndex:
             self._pending += len(rowids)
             if self._pending >= SAVE_EVERY:
                 self.save()
+
+    def warm(self) -> None:
+        """Load the index and replay every pending change now (server start), not in the first queries."""
+        with self._lock:
+            while True:
+                before = self._seq
+                self.sync()
+                if self._seq == before:
+                    return
 
     def save(self) -> None:
         """Write the index and its sidecar atomically, then drop the log entries it now holds."""

@@ -144,3 +144,19 @@ def test_graph_search_keeps_recall_against_the_exact_scan(tmp_path: Path) -> Non
     # the threshold picks the path
     assert index.search(queries[0], 10, exact_below=5000).exact
     assert not index.search(queries[0], 10, exact_below=1000).exact
+
+
+def test_a_query_replays_a_bounded_batch_and_warm_replays_everything(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:100])
+    index = g.vector_index()
+    assert len(index) == 100
+    fill(g, vecs[100:], first=100)  # 200 changes waiting
+    monkeypatch.setattr(ann, "SYNC_BATCH", 50)
+    index.search(vecs[0], 5)  # a query pays for 50 of them, not for the whole ingest
+    assert len(index._index) == 150
+    index.warm()  # server start: everything now
+    assert len(index._index) == 300
