@@ -244,6 +244,9 @@ def dense_recall(home: Path, qs: list[str], args: argparse.Namespace) -> dict:
 
     settings = load_config()
     genome = Genome(settings.genome_path)
+    if not hasattr(genome, "vector_index"):  # an older Helix measured as the baseline: no graph to compare
+        genome.close()
+        return {}
     try:
         embedder = Embedder.load(settings.models_dir, max_tokens=settings.embedding.max_tokens)
         vecs = embedder.embed(qs)
