@@ -16,6 +16,8 @@ benchmarks/bench_ann.py measured it against hnswlib (float32 only: 4x the memory
   replayed the index may still return a gene that was retired, which retrieval drops
   (it reads every candidate's row anyway).
 - Saved (temp file + os.replace) when `SAVE_EVERY` changes are pending and on close.
+- Retention: a removed key leaves a tombstone in the graph; once removals since the last build
+  pass `COMPACT_AFTER` and half the live count, the next load (server start) rebuilds it compact.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ log = logging.getLogger("helix.genome.ann")
 FORMAT = 1
 SYNC_BATCH = 20_000  # change-log entries replayed per query at most
 SAVE_EVERY = 50_000  # pending changes that trigger a save during queries
+COMPACT_AFTER = 10_000  # removals (and at least half the live count) after which a load rebuilds the graph
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 # search width, measured on 90k real code genes with 150 natural-language questions (recall@100
@@ -94,40 +97,44 @@ class VectorIndex:
         self._seq = 0  # change-log position applied
         self._saved_seq = 0
         self._pending = 0  # changes applied since the last save
+        self._removed = 0  # keys removed since the graph was built: removal leaves a tombstone in it
         self.rebuilds = 0  # times built from the genes table (tests and /health read it)
 
     # ── loading ──
 
     def _load(self) -> None:
         conn = self._connect()
-        index, seq = self._read_file()
+        index, seq, removed = self._read_file()
         first = vectors.first_change(conn)
         if index is not None and first is not None and first > seq + 1:
             log.warning("dense index %s is older than the change log kept (%d < %d): rebuilding", self.path, seq, first)
             index = None
+        if index is not None and removed > max(COMPACT_AFTER, len(index) // 2):
+            log.info("dense index %s: %d removals since it was built: rebuilding it compact", self.path, removed)
+            index = None  # retention: tombstones never outgrow the live vectors for long
         if index is None:
             index, seq = self._build(conn), vectors.last_change(conn)
-            self._index, self._seq, self._saved_seq, self._pending = index, seq, 0, 1
+            self._index, self._seq, self._saved_seq, self._pending, self._removed = index, seq, 0, 1, 0
             self.save()
             return
-        self._index, self._seq, self._saved_seq, self._pending = index, seq, seq, 0
+        self._index, self._seq, self._saved_seq, self._pending, self._removed = index, seq, seq, 0, removed
 
     def _read_file(self):  # noqa: ANN202
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("format") != FORMAT or meta.get("dim") != vectors.EMBED_DIM:
-                return None, 0
+                return None, 0, 0
             index = _usearch_index_class().restore(str(self.path))
             if index is None or index.ndim != vectors.EMBED_DIM or len(index) != int(meta["count"]):
                 raise ValueError(f"holds {None if index is None else len(index)} vectors, "
                                  f"its sidecar says {meta.get('count')}")
             index.expansion_search = EXPANSION_SEARCH
-            return index, int(meta["seq"])
+            return index, int(meta["seq"]), int(meta.get("removed", 0))
         except FileNotFoundError:
-            return None, 0
+            return None, 0, 0
         except Exception as exc:  # noqa: BLE001 - any unreadable file is rebuilt, never fatal
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
-            return None, 0
+            return None, 0, 0
 
     def _build(self, conn: sqlite3.Connection):  # noqa: ANN202
         started = time.perf_counter()
@@ -161,6 +168,7 @@ class VectorIndex:
             present = np.fromiter((k in self._index for k in rowids), dtype=bool, count=len(rowids))
             if present.any():
                 self._index.remove(keys[present])
+                self._removed += int(present.sum())
             if len(live_ids):
                 self._index.add(live_ids.astype(np.uint64), _as_float(codes))
             self._seq = seq
@@ -186,7 +194,8 @@ class VectorIndex:
             try:
                 self._index.save(str(tmp))
                 os.replace(tmp, self.path)
-                meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": self._seq, "count": len(self._index)}
+                meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": self._seq, "count": len(self._index),
+                        "removed": self._removed}
                 tmp_meta = self.meta_path.with_name(self.meta_path.name + ".tmp")
                 tmp_meta.write_text(json.dumps(meta))
                 os.replace(tmp_meta, self.meta_path)

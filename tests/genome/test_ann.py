@@ -160,3 +160,25 @@ def test_a_query_replays_a_bounded_batch_and_warm_replays_everything(tmp_path: P
     assert len(index._index) == 150
     index.warm()  # server start: everything now
     assert len(index._index) == 300
+
+
+def test_many_removals_make_the_next_load_rebuild_a_compact_graph(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    monkeypatch.setattr(ann, "COMPACT_AFTER", 50)
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    assert len(g.vector_index()) == 300
+    g.retire_source("f0.py")  # 100 removals: fewer than half of the 200 left
+    assert len(g.vector_index()) == 200
+    g.close()
+    g = Genome(tmp_path / "g.db")
+    assert len(g.vector_index()) == 200 and g.vector_index().rebuilds == 0
+    g.retire_source("f1.py")  # 200 removals in all: more than half of the 100 left
+    assert len(g.vector_index()) == 100
+    g.close()
+    g = Genome(tmp_path / "g.db")
+    index = g.vector_index()
+    assert len(index) == 100 and index.rebuilds == 1
+    assert index.search(vecs[250], 1).rowids[0] == rowid_of(g, 250)
