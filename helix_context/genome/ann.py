@@ -41,6 +41,7 @@ log = logging.getLogger("helix.genome.ann")
 FORMAT = 1
 SYNC_BATCH = 20_000  # change-log entries replayed per query at most
 SAVE_EVERY = 50_000  # pending changes that trigger a save during queries
+OVERSAMPLE = 2  # graph candidates per wanted neighbour, rescored with the genome's own codes
 COMPACT_AFTER = 10_000  # removals (and at least half the live count) after which a load rebuilds the graph
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
@@ -214,8 +215,16 @@ class VectorIndex:
         with self._lock:
             return len(self._index)
 
-    def search(self, query: np.ndarray, k: int, *, exact_below: int = 20_000, exact: bool | None = None) -> Hits:
-        """The `k` nearest live genes by cosine; exact under `exact_below` vectors (or when asked)."""
+    def search(self, query: np.ndarray, k: int, *, exact_below: int = 20_000, exact: bool | None = None,
+               rescore: bool = True) -> Hits:
+        """The `k` nearest live genes by cosine; exact under `exact_below` vectors (or when asked).
+
+        usearch keeps cosine vectors as int8 of the *unit* vector, about 3-4 bits per
+        dimension for MiniLM's flat vectors: good enough to find candidates, not to rank
+        them. So `OVERSAMPLE`·k candidates are taken from it and rescored against the
+        genome's own int8 codes (per-vector scale, full 8 bits) with the float query —
+        the scores the exact scan of the genome gives. Retired genes drop out here too.
+        """
         self.sync()
         with self._lock:
             n = len(self._index)
@@ -224,10 +233,17 @@ class VectorIndex:
             use_exact = n < exact_below if exact is None else exact
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             peak = float(np.max(np.abs(q))) or 1.0
-            found = self._index.search(q / peak, min(k, n), exact=use_exact)
+            found = self._index.search(q / peak, min(k * (OVERSAMPLE if rescore else 1), n), exact=use_exact)
         keys = np.asarray(found.keys, dtype=np.int64)
-        sims = 1.0 - np.asarray(found.distances, dtype=np.float32)
-        return Hits(keys, sims, use_exact)
+        if not rescore:
+            return Hits(keys, 1.0 - np.asarray(found.distances, dtype=np.float32), use_exact)
+        ids, codes = vectors.live_vectors_of(self._connect(), keys.tolist())
+        if len(ids) == 0:
+            return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), use_exact)
+        unit = codes.astype(np.float32)
+        sims = (unit @ q) / (np.maximum(np.linalg.norm(unit, axis=1), 1e-9) * max(float(np.linalg.norm(q)), 1e-9))
+        order = np.argsort(-sims, kind="stable")[:k]
+        return Hits(ids[order], sims[order].astype(np.float32), use_exact)
 
     def close(self) -> None:
         with self._lock:
