@@ -32,7 +32,7 @@ IDENTIFIER_BOOST = 1.5  # a compound identifier (snake_case, camelCase) names on
 # question keeps hold 814 genes together at the median and 2.9k at most: the budget binds only past that.
 MAX_WORD_DOCS = 3_000  # a word in more genes than this is common, whatever the genome's size
 POSTING_BUDGET = 3_000  # summed genes of the words searched together (the heaviest words first)
-MAX_COMMON = 6  # all words common: the rarest few are searched together (AND) if few genes hold them all
+MAX_COMMON = 6  # all words common: the heaviest few are counted again (at most 24k genes each)
 
 
 @dataclass(frozen=True)
@@ -108,16 +108,28 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
 
 
 def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, int]], n: int) -> WeighedTerms:
-    """Every word is common: the genes holding all of the rarest few, when there are few enough to rank.
+    """Every word is common: the heaviest few that fit the budget together, else the genes holding all of them.
 
-    Each word's count is read again up to a higher cap to order them by rarity; then the
-    rarest two are ANDed, and one more word at a time joins while too many genes hold them
-    all. Nothing found under the budget: no full-text candidates (the other signals decide).
+    The heaviest few words' counts are read again up to a higher cap. Those that fit the
+    budget together are searched as usual (any of them): on a small genome that is what
+    was always done. When not even one fits, the rarest two are ANDed, and one more word
+    at a time joins while too many genes hold them all. Nothing under the budget: no
+    full-text candidates (the other signals decide).
     """
     if not scored:
         return WeighedTerms(genes=n)
     heaviest = sorted(scored.items(), key=lambda kv: -kv[1][0])[:MAX_COMMON]
     recount = lexicon.word_doc_counts_upto(conn, [v[1] for _, v in heaviest], POSTING_BUDGET * 8)
+    fitting: list[tuple[str, tuple[float, str, int]]] = []
+    spent = 0
+    for stem, v in heaviest:
+        df = recount.get(v[1], 0)
+        if spent + df <= POSTING_BUDGET:
+            fitting.append((stem, v))
+            spent += df
+    if fitting:
+        return WeighedTerms(tuple(v[1] for _, v in fitting), tuple(s for s, _ in fitting),
+                            {s: v[0] for s, v in fitting}, n)
     ranked = sorted(heaviest, key=lambda kv: (recount.get(kv[1][1], 0), -kv[1][0]))
     for size in range(2, len(ranked) + 1):
         chosen = ranked[:size]

@@ -89,3 +89,13 @@ def test_the_budget_keeps_the_heaviest_words_that_fit(genome: Genome, monkeypatc
     monkeypatch.setattr(terms, "POSTING_BUDGET", 250)
     chosen = weigh(genome, "sprocket widget gadget")
     assert "sprocket" in chosen.written and len(chosen.written) == 2  # 3 + 212 fit; another 212 do not
+
+
+def test_common_words_that_fit_the_budget_together_are_searched_as_usual(genome: Genome,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "MAX_WORD_DOCS", 50)
+    monkeypatch.setattr(terms, "POSTING_BUDGET", 500)  # 212 + 212 genes fit: a small genome's common words
+    qs = query.extract("widget gadget")
+    chosen = terms.weigh_terms(genome, qs)
+    assert not chosen.conjunctive and set(chosen.written) == {"widget", "gadget"}
+    assert len(fts_scorer(genome, qs, 1000, chosen)) == 412
