@@ -44,6 +44,7 @@ class GenomeSettings:
     path: str = ""  # empty: HELIX_HOME/genome.db
     busy_timeout_ms: int = 10_000
     aging_after_days: float = 30.0  # genes neither delivered nor re-verified this long become "aging"
+    mmap_mb: int = 1024  # genome read through a shared memory map up to this size (0: off); see README, at scale
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("embedding", "max_tokens"): 2,  # [CLS] and [SEP]
     ("embedding", "code_max_tokens"): 2,
     ("retrieval", "ann_threshold"): 0,
+    ("genome", "mmap_mb"): 0,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {

@@ -78,7 +78,8 @@ class Part:
 class HelixContextManager:
     def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
         self.settings = settings or load_config()
-        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms)
+        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
+                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20)
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
         self.embedder_part = Part("embeddings", self._load_embedder)
         self.tagger_part = Part("ner", self._load_tagger)

@@ -30,7 +30,7 @@ from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
-MMAP_BYTES = 1 << 30
+MMAP_BYTES = 1 << 30  # [genome] mmap_mb
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
            "decode_vector", "encode_vector"]
@@ -123,8 +123,10 @@ class Genome(ActivityMixin, MaintenanceMixin):
     processes by SQLite's busy timeout.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
+                 mmap_bytes: int = MMAP_BYTES) -> None:
         self.path = Path(path)
+        self.mmap_bytes = max(0, int(mmap_bytes))
         self.busy_timeout_s = busy_timeout_ms / 1000.0
         self.readonly = readonly
         self._local = threading.local()
@@ -154,7 +156,7 @@ class Genome(ActivityMixin, MaintenanceMixin):
         conn.execute("PRAGMA cache_size = -32000")
         # reads through one memory map shared by every thread's connection: each connection's own page
         # cache starts cold, and the server's threads each hold one (measured on 90k genes over HTTP)
-        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
         with self._connections_lock:
             self._connections.append(conn)
         return conn
