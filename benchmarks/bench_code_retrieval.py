@@ -229,9 +229,8 @@ def main() -> int:
                               rels) for q, rels in judged]
             result = {"label": label, "hybrid_ndcg10": round(float(np.mean(hybrid)), 3)}
             if dense:
-                index = genome.dense_index()
-                sims = query_vectors @ index.matrix.T
-                ranked = [[str(index.rowids[i]) for i in np.argsort(-row)[:10]] for row in sims]
+                index = genome.vector_index()
+                ranked = [[str(r) for r in index.search(v, 10, exact=True).rowids] for v in query_vectors]
                 result["dense_ndcg10"] = round(float(np.mean([ndcg_at(r, rels) for r, (_, rels) in zip(ranked, judged)])), 3)
             return result
 

@@ -45,6 +45,7 @@ class GenomeSettings:
     path: str = ""  # empty: HELIX_HOME/genome.db
     busy_timeout_ms: int = 10_000
     aging_after_days: float = 30.0  # genes neither delivered nor re-verified this long become "aging"
+    mmap_mb: int = 1024  # genome read through a shared memory map up to this size (0: off); see README, at scale
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class RetrievalSettings:
     score_floor: float = 0.35  # fraction of the top fused score
     abstain_below: float = 0.0
     candidate_pool: int = 200
+    ann_threshold: int = 20_000  # live vectors from which dense search uses the HNSW graph instead of a scan
     weight_fts: float = 0.8
     weight_tags: float = 0.6
     weight_path: float = 0.5
@@ -244,6 +246,8 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("sources", "quiet_ms"): 10,
     ("sources", "max_skipped"): 0,
     ("sources", "missing_check_s"): 1,
+    ("retrieval", "ann_threshold"): 0,
+    ("genome", "mmap_mb"): 0,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {

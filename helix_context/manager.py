@@ -85,7 +85,8 @@ class Part:
 class HelixContextManager:
     def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
         self.settings = settings or load_config()
-        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms)
+        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
+                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20)
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
         self.embedder_part = Part("embeddings", self._load_embedder)
         self.tagger_part = Part("ner", self._load_tagger)
@@ -149,7 +150,9 @@ class HelixContextManager:
         self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
         if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
             self.start_parse_workers()
-        self.retriever  # noqa: B018  (builds the dense index cache)
+        self.retriever  # noqa: B018
+        if self.embedder is not None:
+            self.genome.vector_index().warm()  # loads (or rebuilds) the dense index and replays what changed
 
     def parts(self) -> dict[str, dict[str, str]]:
         """Status of each optional part; parts not loaded yet are probed without loading them."""

@@ -169,5 +169,21 @@ CREATE TABLE sources (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES)
+# vector_changes: which genes' vectors appeared, left or came back, so the dense index
+# on disk (genome/ann.py) replays only what changed since it was saved (genome/vectors.py).
+V5_VECTOR_LOG = """
+CREATE TABLE vector_changes (
+    seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+    gene INTEGER NOT NULL
+);
+CREATE TRIGGER genes_vector_insert AFTER INSERT ON genes WHEN NEW.embedding IS NOT NULL
+BEGIN INSERT INTO vector_changes(gene) VALUES (NEW.id); END;
+CREATE TRIGGER genes_vector_update AFTER UPDATE OF embedding, retired_at ON genes
+WHEN NEW.embedding IS NOT OLD.embedding OR (NEW.retired_at IS NULL) != (OLD.retired_at IS NULL)
+BEGIN INSERT INTO vector_changes(gene) VALUES (NEW.id); END;
+CREATE TRIGGER genes_vector_delete AFTER DELETE ON genes WHEN OLD.embedding IS NOT NULL
+BEGIN INSERT INTO vector_changes(gene) VALUES (OLD.id); END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,25 +10,30 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from helix_context.genome import fts_text
+from helix_context.genome import fts_text, symbols_sql
+from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.activity import ActivityMixin
+from helix_context.genome.ann import VectorIndex
+from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
+from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
+MMAP_BYTES = 1 << 30  # [genome] mmap_mb
 
-EMBED_DIM = 384
+__all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
+           "decode_vector", "encode_vector"]
 
 
 class GenomeError(RuntimeError):
@@ -59,13 +64,6 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
-class DenseIndex:
-    rowids: np.ndarray  # int64 (n,)
-    matrix: np.ndarray  # float32 (n, 384), rows L2-normalised
-    generation: int
-
-
-@dataclass(frozen=True)
 class SourceWrite:
     """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
@@ -73,22 +71,6 @@ class SourceWrite:
     path: str | None
     genes: Sequence[tuple[Gene, np.ndarray | None]]
     forms: Mapping[str, StoredForm] = field(default_factory=dict)
-
-
-# ── vector encoding: int8 with a per-vector scale (388 bytes instead of 1536) ──
-
-
-def encode_vector(vec: np.ndarray) -> bytes:
-    vec = np.asarray(vec, dtype=np.float32).reshape(-1)
-    peak = float(np.max(np.abs(vec))) if vec.size else 0.0
-    scale = peak / 127.0 if peak > 0 else 1.0
-    quantised = np.clip(np.rint(vec / scale), -127, 127).astype(np.int8)
-    return struct.pack("<f", scale) + quantised.tobytes()
-
-
-def decode_vector(blob: bytes) -> np.ndarray:
-    scale = struct.unpack_from("<f", blob)[0]
-    return np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
 
 
 _GENE_COLUMNS = (
@@ -133,7 +115,7 @@ def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
     )
 
 
-class Genome:
+class Genome(ActivityMixin, MaintenanceMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
@@ -141,16 +123,19 @@ class Genome:
     processes by SQLite's busy timeout.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
+                 mmap_bytes: int = MMAP_BYTES) -> None:
         self.path = Path(path)
+        self.mmap_bytes = max(0, int(mmap_bytes))
         self.busy_timeout_s = busy_timeout_ms / 1000.0
         self.readonly = readonly
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        self._dense: DenseIndex | None = None
-        self._dense_lock = threading.Lock()
+        self._vectors: VectorIndex | None = None
+        self._live_count: tuple[int, int] | None = None  # (generation, live genes)
+        self._vectors_lock = threading.Lock()
         self._migrated = False
         self._open_and_migrate()
         self._migrated = True
@@ -169,6 +154,9 @@ class Genome:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -32000")
+        # reads through one memory map shared by every thread's connection: each connection's own page
+        # cache starts cold, and the server's threads each hold one (measured on 90k genes over HTTP)
+        conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
         with self._connections_lock:
             self._connections.append(conn)
         return conn
@@ -182,6 +170,12 @@ class Genome:
         return conn
 
     def close(self) -> None:
+        if self._vectors is not None:
+            try:
+                self._vectors.close()
+            except GenomeError as exc:
+                log.warning("genome %s: dense index not saved on close (%s)", self.path, exc)
+            self._vectors = None
         with self._connections_lock:
             for conn in self._connections:
                 try:
@@ -227,6 +221,7 @@ class Genome:
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('created_at', ?)", (str(time.time()),))
             self._match_fts_version()
+            self._forget_unindexed_changes()
         except sqlite3.OperationalError as exc:
             raise _friendly(exc, self.path) from None
 
@@ -253,6 +248,16 @@ class Genome:
             for rowid, content, tags, path in rows:
                 self._fts_insert(tx, rowid, content, tags, path)
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
+
+    def _forget_unindexed_changes(self) -> None:
+        """No dense index on disk: the next one is built from the genes table, so the change log can go."""
+        if Path(str(self.path) + ".ann").exists() or vector_sql.first_change(self.conn) is None:
+            return
+        try:
+            with self.transaction(changes_genes=False) as tx:
+                vector_sql.trim_changes(tx.conn, vector_sql.last_change(tx.conn))
+        except GenomeError as exc:  # busy: the next open trims it
+            log.info("genome %s: vector change log kept for now (%s)", self.path, exc)
 
     # ── transactions ──
 
@@ -289,6 +294,16 @@ class Genome:
     def generation(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
+
+    def live_gene_count(self) -> int:
+        """Live genes, counted once per generation: the count scans the genes table (~0.2 s at 1M genes)."""
+        generation = self.generation()
+        cached = self._live_count
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        n = symbols_sql.live_gene_count(self.conn)
+        self._live_count = (generation, n)
+        return n
 
     # ── files ──
 
@@ -553,29 +568,17 @@ class Genome:
         row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()
         return decode_vector(row[0]) if row and row[0] else None
 
-    def dense_index(self) -> DenseIndex:
-        """All live genes' vectors as one matrix, rebuilt only when the genome changed."""
-        generation = self.generation()
-        current = self._dense
-        if current is not None and current.generation == generation:
-            return current
-        with self._dense_lock:
-            if self._dense is not None and self._dense.generation == generation:
-                return self._dense
-            rowids: list[int] = []
-            blobs: list[bytes] = []
-            for rowid, blob in self.conn.execute(
-                    "SELECT id, embedding FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL ORDER BY id"):
-                rowids.append(rowid)
-                blobs.append(blob)
-            if blobs:
-                raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 4 + EMBED_DIM)
-                scales = raw[:, :4].copy().view("<f4").reshape(-1, 1)
-                matrix = raw[:, 4:].view(np.int8).astype(np.float32) * scales
-            else:
-                matrix = np.zeros((0, EMBED_DIM), dtype=np.float32)
-            self._dense = DenseIndex(np.asarray(rowids, dtype=np.int64), matrix, generation)
-            return self._dense
+    def vector_index(self) -> VectorIndex:
+        """The dense index of this genome's live vectors (genome/ann.py), kept in step on each search."""
+        if self._vectors is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    self._vectors = VectorIndex(self.path, lambda: self.conn, None if self.readonly else self._trim_vector_log)
+        return self._vectors
+
+    def _trim_vector_log(self, upto: int) -> None:
+        with self.transaction(changes_genes=False) as tx:
+            vector_sql.trim_changes(tx.conn, upto)
 
     def embedded_gene_ids(self, gene_ids: Sequence[str]) -> set[str]:
         """Which of these genes are already stored with a vector (so ingest need not embed them again)."""
@@ -602,152 +605,6 @@ class Genome:
         with self.transaction() as tx:
             tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
                            [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
-
-    # ── co-activation ──
-
-    def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]:
-        if not seeds:
-            return {}
-        marks = ",".join("?" * len(seeds))
-        rows = self.conn.execute(
-            f"SELECT b, SUM(count) FROM coactivation WHERE a IN ({marks}) GROUP BY b "
-            f"UNION ALL SELECT a, SUM(count) FROM coactivation WHERE b IN ({marks}) GROUP BY a",
-            (*seeds, *seeds)).fetchall()
-        scores: dict[int, float] = {}
-        for rowid, count in rows:
-            scores[rowid] = scores.get(rowid, 0.0) + float(count)
-        for seed in seeds:
-            scores.pop(seed, None)
-        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
-
-    def record_delivery(self, rowids: Sequence[int]) -> None:
-        """Genes delivered together: bump access counts and pairwise co-activation."""
-        ids = sorted(set(int(r) for r in rowids))[:24]
-        if not ids:
-            return
-        now = time.time()
-        pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
-                           "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ?",
-                           [(now, r) for r in ids])
-            tx.executemany(
-                "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
-                "ON CONFLICT(a, b) DO UPDATE SET count = count + 1, last_at = excluded.last_at", pairs)
-
-    def coactivation_links(self) -> list[tuple[str, str, int, float]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
-            "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b")]
-
-    def neighbors(self, gene_id: str, limit: int = 10) -> list[tuple[Gene, float]]:
-        gene = self.get_gene(gene_id)
-        if gene is None or gene.rowid is None:
-            return []
-        scores = self.coactivated([gene.rowid], limit=limit)
-        genes = self.genes_by_rowid(scores)
-        return [(genes[r], s) for r, s in scores.items() if r in genes]
-
-    # ── sessions ──
-
-    def touch_session(self, session_id: str, agent: str, genes_delivered: int) -> None:
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.execute(
-                "INSERT INTO sessions(session_id, agent, first_seen, last_seen, requests, genes_delivered) "
-                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(session_id) DO UPDATE SET last_seen = excluded.last_seen, "
-                "requests = requests + 1, genes_delivered = genes_delivered + excluded.genes_delivered, "
-                "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE agent END",
-                (session_id, agent, now, now, genes_delivered))
-
-    def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
-                           [(session_id, role, content, now) for role, content in messages])
-
-    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions "
-            "ORDER BY last_seen DESC LIMIT ?", (limit,))
-        keys = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
-        return [dict(zip(keys, r)) for r in rows]
-
-    def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT id, session_id, role, content FROM session_buffer WHERE consolidated = 0 ORDER BY id LIMIT ?",
-            (limit,))]
-
-    def mark_consolidated(self, ids: Sequence[int]) -> None:
-        with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE session_buffer SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
-
-    # ── maintenance ──
-
-    def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
-        with self.transaction() as tx:
-            n = 0
-            for path in changed_paths:
-                n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
-            return n
-
-    def age_genes(self, older_than: float) -> int:
-        """Open genes neither delivered nor re-verified since `older_than` (unix s) move to tier "aging"."""
-        with self.transaction(changes_genes=False) as tx:
-            return tx.execute(
-                "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
-                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount
-
-    def source_paths(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
-
-    def checkpoint(self) -> dict[str, int]:
-        busy, log_frames, checkpointed = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return {"busy": busy, "log_frames": log_frames, "checkpointed": checkpointed}
-
-    def vacuum(self) -> dict[str, int]:
-        before = self.db_bytes()
-        with self._write_lock:
-            self.conn.execute("VACUUM")
-        self.checkpoint()
-        return {"bytes_before": before, "bytes_after": self.db_bytes()}
-
-    def integrity_check(self) -> list[str]:
-        problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
-        return [] if problems == ["ok"] else problems
-
-    def db_bytes(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
-
-    def wal_bytes(self) -> int:
-        wal = self.path.with_name(self.path.name + "-wal")
-        return wal.stat().st_size if wal.exists() else 0
-
-    def stats(self) -> dict[str, Any]:
-        c = self.conn
-        live = "retired_at IS NULL"
-        total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
-        by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731
-            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
-        files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
-        return {
-            "total_genes": total[0],
-            "raw_bytes": int(files[1]) if files[1] else int(total[1]),
-            "stored_content_bytes": int(total[1]),  # zlib-compressed
-            "db_bytes": self.db_bytes(),
-            "wal_bytes": self.wal_bytes(),
-            "files": files[0],
-            "genes_by_tier": by("tier", "1=1"),
-            "genes_by_source_kind": by("source_kind"),
-            "genes_by_content_type": by("content_type"),
-            "genes_by_project": by("project"),
-            "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
-            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL").fetchone()[0],
-            "coactivation_links": c.execute("SELECT COUNT(*) FROM coactivation").fetchone()[0],
-            "schema_version": SCHEMA_VERSION,
-            "generation": self.generation(),
-        }
-
 
 @dataclass
 class _Tx:

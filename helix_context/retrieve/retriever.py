@@ -104,7 +104,7 @@ class Retriever:
         stages["lexical"] = time.perf_counter() - t
         t = time.perf_counter()
         vector = self._query_vector(qs.text)
-        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool)
+        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool, exact_below=cfg.ann_threshold)
         stages["dense"] = time.perf_counter() - t
         return Evidence(qs, terms, per_signal, defs, vector)
 

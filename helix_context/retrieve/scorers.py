@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from helix_context.genome import lexicon
 from helix_context.genome.fts_text import fts_tokens, quote_term
 from helix_context.genome.store import Genome
 from helix_context.models import QuerySignals
@@ -16,15 +17,16 @@ from helix_context.retrieve.terms import WeighedTerms
 
 Scores = dict[int, float]
 MAX_PATH_TOKENS = 12  # file names and folders a query writes; a pasted diff names many
+MAX_PATH_WORD_DOCS = 20_000  # a path word held by more genes is skipped (walking it costs ~5 ms per 20k)
 
 
-def _or(terms: list[str]) -> str:
-    return " OR ".join(quote_term(t) for t in dict.fromkeys(terms) if t)
+def _or(terms: list[str], joiner: str = " OR ") -> str:
+    return joiner.join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
 def fts_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
-    expr = _or(list(terms.written))
+    expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
     for phrase in qs.phrases:
         tokens = fts_tokens(phrase)
         if tokens:
@@ -45,7 +47,7 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms
     """
     wanted = [t for ident in qs.identifiers for t in fts_tokens(ident)]
     wanted += [t for t in qs.terms if _identifier_like(t)]
-    if terms.written:  # a long query: only the names that are rare in this genome (common ones walk long lists)
+    if terms.written or terms.conjunctive:  # only names rare in this genome (common ones walk long lists)
         chosen = set(terms.written)
         wanted = [t for t in wanted if t in chosen]
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
@@ -56,6 +58,11 @@ def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerm
     wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
         return {}
+    # a column filter still walks the word's whole posting list: words in very many genes are left out
+    held = lexicon.word_doc_counts_upto(genome.conn, wanted, MAX_PATH_WORD_DOCS)
+    wanted = [t for t in wanted if held.get(t, 0) <= MAX_PATH_WORD_DOCS]
+    if not wanted:
+        return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
 
 
@@ -63,22 +70,17 @@ def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: Weigh
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
-    if not wanted:
+    if not wanted or terms.conjunctive:  # common words name too many folders to tell anything
         return {}
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
 
 
-def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int) -> Scores:
-    """Cosine over every live gene's vector (one matrix-vector product)."""
+def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int, *, exact_below: int = 20_000) -> Scores:
+    """Cosine nearest neighbours: an exact scan on small genomes, the HNSW graph past `exact_below` genes."""
     if query_vector is None:
         return {}
-    index = genome.dense_index()
-    if index.matrix.shape[0] == 0:
-        return {}
-    sims = index.matrix @ query_vector.astype(np.float32)
-    k = min(limit, sims.shape[0])
-    top = np.argpartition(-sims, k - 1)[:k]
-    return {int(index.rowids[i]): float(sims[i]) for i in top}
+    hits = genome.vector_index().search(query_vector, limit, exact_below=exact_below)
+    return {int(r): float(s) for r, s in zip(hits.rowids, hits.similarities)}
 
 
 def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:

@@ -1,0 +1,86 @@
+"""Genome upkeep and size: changed-source marks, aging, checkpoint, vacuum, integrity, stats.
+
+A mixin of `Genome` (store.py), split from it so the store keeps to reading and writing genes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from helix_context.genome.schema import SCHEMA_VERSION
+
+
+class MaintenanceMixin:
+    """Needs `conn`, `path`, `transaction`, `generation`, `_write_lock` from Genome."""
+
+    conn: Any
+    path: Any
+    transaction: Any
+    _write_lock: Any
+
+    # ── maintenance ──
+
+    def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
+        with self.transaction() as tx:
+            n = 0
+            for path in changed_paths:
+                n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
+            return n
+
+    def age_genes(self, older_than: float) -> int:
+        """Open genes neither delivered nor re-verified since `older_than` (unix s) move to tier "aging"."""
+        with self.transaction(changes_genes=False) as tx:
+            return tx.execute(
+                "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
+                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount
+
+    def source_paths(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
+
+    def checkpoint(self) -> dict[str, int]:
+        busy, log_frames, checkpointed = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return {"busy": busy, "log_frames": log_frames, "checkpointed": checkpointed}
+
+    def vacuum(self) -> dict[str, int]:
+        before = self.db_bytes()
+        with self._write_lock:
+            self.conn.execute("VACUUM")
+        self.checkpoint()
+        return {"bytes_before": before, "bytes_after": self.db_bytes()}
+
+    def integrity_check(self) -> list[str]:
+        problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
+        return [] if problems == ["ok"] else problems
+
+    def db_bytes(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def wal_bytes(self) -> int:
+        wal = self.path.with_name(self.path.name + "-wal")
+        return wal.stat().st_size if wal.exists() else 0
+
+    def stats(self) -> dict[str, Any]:
+        c = self.conn
+        live = "retired_at IS NULL"
+        total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
+        by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731
+            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
+        files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
+        return {
+            "total_genes": total[0],
+            "raw_bytes": int(files[1]) if files[1] else int(total[1]),
+            "stored_content_bytes": int(total[1]),  # zlib-compressed
+            "db_bytes": self.db_bytes(),
+            "wal_bytes": self.wal_bytes(),
+            "files": files[0],
+            "genes_by_tier": by("tier", "1=1"),
+            "genes_by_source_kind": by("source_kind"),
+            "genes_by_content_type": by("content_type"),
+            "genes_by_project": by("project"),
+            "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
+            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL").fetchone()[0],
+            "coactivation_links": c.execute("SELECT COUNT(*) FROM coactivation").fetchone()[0],
+            "schema_version": SCHEMA_VERSION,
+            "generation": self.generation(),
+        }

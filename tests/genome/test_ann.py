@@ -1,0 +1,184 @@
+"""The dense index on disk: persisted next to the genome, kept in step with ingest and retire, rebuilt when broken."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from helix_context.genome import vectors
+from helix_context.genome.store import FileRecord, Genome, SourceWrite
+from helix_context.models import Gene, Provenance
+
+DIM = 384
+
+
+def gene(i: int, path: str) -> Gene:
+    content = f"def handler_{i}(): return {i}"
+    return Gene(gene_id=hashlib.sha256(content.encode()).hexdigest()[:32], content=content, content_type="code",
+                language="python", source_path=path, project="demo", start_line=i, end_line=i,
+                provenance=Provenance(observed_at=1.0, last_verified_at=1.0))
+
+
+def clustered(n: int, seed: int = 0) -> np.ndarray:
+    """Unit vectors in 40 clusters: neighbours are close, as with real text embeddings."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, DIM)).astype(np.float32)
+    x = centres[rng.integers(0, 40, n)] + rng.normal(size=(n, DIM)).astype(np.float32) * 0.7
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def fill(g: Genome, vecs: np.ndarray, per_file: int = 100, first: int = 0) -> None:
+    writes = []
+    for start in range(0, len(vecs), per_file):
+        path = f"f{(first + start) // per_file}.py"
+        genes = [(gene(first + start + j, path), vecs[start + j]) for j in range(min(per_file, len(vecs) - start))]
+        writes.append(SourceWrite(FileRecord(path, "demo", 10, 1, "h"), path, genes))
+    g.replace_sources(writes)
+
+
+def rowid_of(g: Genome, i: int) -> int:
+    return g.get_gene(gene(i, "").gene_id).rowid
+
+
+def exact_top(g: Genome, q: np.ndarray, k: int) -> set[int]:
+    ids, codes = [], []
+    for rowids, block in vectors.iter_live_vectors(g.conn):
+        ids.append(rowids)
+        codes.append(block.astype(np.float32))
+    m = np.concatenate(codes)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return {int(r) for r in np.concatenate(ids)[np.argsort(-(m @ q))[:k]]}
+
+
+def test_index_is_saved_next_to_the_genome_and_reopened_without_a_rebuild(tmp_path: Path) -> None:
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    first = g.vector_index().search(vecs[7], 5)
+    assert first.rowids[0] == rowid_of(g, 7) and first.similarities[0] > 0.99
+    g.close()
+    assert (tmp_path / "g.db.ann").stat().st_size > 300 * DIM
+    g = Genome(tmp_path / "g.db")
+    again = g.vector_index().search(vecs[7], 5)
+    assert list(again.rowids) == list(first.rowids)
+    assert g.vector_index().rebuilds == 0  # loaded from disk, not from the genes table
+
+
+def test_ingest_and_retire_update_the_index_incrementally(tmp_path: Path) -> None:
+    vecs = clustered(400)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:300])
+    index = g.vector_index()
+    assert len(index) == 300
+    fill(g, vecs[300:], first=300)  # a later ingest
+    assert index.search(vecs[350], 1).rowids[0] == rowid_of(g, 350)
+    gone = rowid_of(g, 10)
+    g.retire_source("f0.py")  # genes 0..99 leave retrieval
+    hits = index.search(vecs[10], 50)
+    assert gone not in set(hits.rowids.tolist()) and len(index) == 300
+    assert index.rebuilds == 1  # built once when first asked, updated in place since
+
+
+def test_another_process_writing_is_seen_through_the_change_log(tmp_path: Path) -> None:
+    vecs = clustered(200)
+    server = Genome(tmp_path / "g.db")
+    fill(server, vecs[:100])
+    assert len(server.vector_index()) == 100
+    cli = Genome(tmp_path / "g.db")  # e.g. `helix ingest` in its own process: it never loads the index
+    fill(cli, vecs[100:], first=100)
+    cli.close()
+    assert server.vector_index().search(vecs[150], 1).rowids[0] == rowid_of(server, 150)
+    assert server.vector_index().rebuilds == 1
+
+
+def test_a_corrupt_or_missing_index_file_is_rebuilt(tmp_path: Path) -> None:
+    vecs = clustered(200)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    assert len(g.vector_index()) == 200
+    g.close()
+    (tmp_path / "g.db.ann").write_bytes(b"\x00garbage" * 100)
+    g = Genome(tmp_path / "g.db")
+    assert g.vector_index().search(vecs[42], 1).rowids[0] == rowid_of(g, 42)
+    assert g.vector_index().rebuilds == 1
+    g.close()
+    (tmp_path / "g.db.ann").unlink()
+    g = Genome(tmp_path / "g.db")
+    assert len(g.vector_index()) == 200 and g.vector_index().rebuilds == 1
+
+
+def test_change_log_is_trimmed_once_the_index_file_holds_it(tmp_path: Path) -> None:
+    vecs = clustered(200)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:100])
+    count = lambda: g.conn.execute("SELECT COUNT(*) FROM vector_changes").fetchone()[0]  # noqa: E731
+    assert count() == 100  # no index file yet: kept until the next open or the first index
+    assert len(g.vector_index()) == 100
+    assert count() == 0  # built and saved: nothing left to replay
+    fill(g, vecs[100:], first=100)
+    assert count() == 100
+    g.close()  # saves the index with the 100 replayed vectors
+    g = Genome(tmp_path / "g.db")
+    assert count() == 0 and len(g.vector_index()) == 200
+
+
+def test_graph_search_keeps_recall_against_the_exact_scan(tmp_path: Path) -> None:
+    vecs = clustered(3000, seed=1)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs, per_file=500)
+    index = g.vector_index()
+    rng = np.random.default_rng(2)
+    queries = vecs[rng.integers(0, 3000, 20)] + rng.normal(size=(20, DIM)).astype(np.float32) * 0.03
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    recalls, agreement = [], []
+    for q in queries:
+        graph = index.search(q, 100, exact=False)
+        scan = index.search(q, 100, exact=True)
+        assert not graph.exact and scan.exact
+        agreement.append(len(set(scan.rowids.tolist()) & exact_top(g, q, 100)) / 100)
+        recalls.append(len(set(graph.rowids.tolist()) & set(scan.rowids.tolist())) / 100)
+    assert np.mean(agreement) >= 0.97  # the scan is the float cosine up to int8 rounding
+    assert np.mean(recalls) >= 0.95
+    # the threshold picks the path
+    assert index.search(queries[0], 10, exact_below=5000).exact
+    assert not index.search(queries[0], 10, exact_below=1000).exact
+
+
+def test_a_query_replays_a_bounded_batch_and_warm_replays_everything(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:100])
+    index = g.vector_index()
+    assert len(index) == 100
+    fill(g, vecs[100:], first=100)  # 200 changes waiting
+    monkeypatch.setattr(ann, "SYNC_BATCH", 50)
+    index.search(vecs[0], 5)  # a query pays for 50 of them, not for the whole ingest
+    assert len(index._index) == 150
+    index.warm()  # server start: everything now
+    assert len(index._index) == 300
+
+
+def test_many_removals_make_the_next_load_rebuild_a_compact_graph(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    monkeypatch.setattr(ann, "COMPACT_AFTER", 50)
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    assert len(g.vector_index()) == 300
+    g.retire_source("f0.py")  # 100 removals: fewer than half of the 200 left
+    assert len(g.vector_index()) == 200
+    g.close()
+    g = Genome(tmp_path / "g.db")
+    assert len(g.vector_index()) == 200 and g.vector_index().rebuilds == 0
+    g.retire_source("f1.py")  # 200 removals in all: more than half of the 100 left
+    assert len(g.vector_index()) == 100
+    g.close()
+    g = Genome(tmp_path / "g.db")
+    index = g.vector_index()
+    assert len(index) == 100 and index.rebuilds == 1
+    assert index.search(vecs[250], 1).rowids[0] == rowid_of(g, 250)

@@ -1,0 +1,101 @@
+"""The lexical stage's cost does not grow with the genome: common words are counted up to a cap, never walked.
+
+The caps are lowered here (monkeypatch) so a genome of a few hundred genes shows
+what a genome of a million does with the shipped values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from helix_context.genome import lexicon
+from helix_context.genome.store import FileRecord, Genome, SourceWrite
+from helix_context.models import Gene, Provenance
+from helix_context.retrieve import query, terms
+from helix_context.retrieve.scorers import fts_scorer
+
+COMMON = 200
+
+
+def gene(i: int, text: str) -> Gene:
+    content = f"def step_{i}():\n    # {text}\n    return {i}\n"
+    return Gene(gene_id=hashlib.sha256(content.encode()).hexdigest()[:32], content=content, content_type="code",
+                language="python", source_path=f"mod{i}.py", project="demo", start_line=1, end_line=3,
+                provenance=Provenance(observed_at=1.0, last_verified_at=1.0))
+
+
+@pytest.fixture()
+def genome(tmp_path: Path) -> Genome:
+    """200 genes say 'widget', 200 say 'gadget', 12 say both, 3 say 'sprocket'."""
+    texts = [f"widget number {i}" for i in range(COMMON)] + [f"gadget number {i}" for i in range(COMMON)]
+    texts += [f"widget gadget pair {i}" for i in range(12)] + [f"sprocket {i}" for i in range(3)]
+    g = Genome(tmp_path / "g.db")
+    g.replace_sources([SourceWrite(FileRecord(f"mod{i}.py", "demo", 10, 1, "h"), f"mod{i}.py", [(gene(i, t), None)])
+                       for i, t in enumerate(texts)])
+    return g
+
+
+@pytest.fixture()
+def small_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "MAX_WORD_DOCS", 50)
+    monkeypatch.setattr(terms, "POSTING_BUDGET", 60)
+
+
+def weigh(genome: Genome, text: str) -> terms.WeighedTerms:
+    return terms.weigh_terms(genome, query.extract(text))
+
+
+def test_counts_stop_at_the_cap(genome: Genome) -> None:
+    counts = lexicon.word_doc_counts_upto(genome.conn, ["widget", "sprocket", "absent"], 50)
+    assert counts == {"widget": 51, "sprocket": 3}  # 51: "more than 50"; absent words are left out
+
+
+def test_a_common_word_is_left_out_when_a_rare_one_is_asked_too(genome: Genome, small_caps: None) -> None:
+    chosen = weigh(genome, "which widget holds the sprocket")
+    assert chosen.written == ("sprocket",) and not chosen.conjunctive
+    found = fts_scorer(genome, query.extract("which widget holds the sprocket"), 50, chosen)
+    assert len(found) == 3  # only the sprocket genes: the widget list was never ranked
+
+
+def test_under_the_caps_the_same_query_searches_both_words(genome: Genome, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "COMMON_FRACTION", 0.9)  # 212 of 415 genes: common only by share, not by cost
+    chosen = weigh(genome, "which widget holds the sprocket")
+    assert set(chosen.written) == {"widget", "sprocket"}
+
+
+def test_only_common_words_search_the_genes_holding_all_of_them(genome: Genome, small_caps: None) -> None:
+    qs = query.extract("widget gadget")
+    chosen = terms.weigh_terms(genome, qs)
+    assert chosen.conjunctive and set(chosen.written) == {"widget", "gadget"}
+    found = fts_scorer(genome, qs, 100, chosen)
+    assert len(found) == 12  # the pairs, not the 412 genes holding either word
+
+
+def test_too_many_genes_holding_all_common_words_gives_no_full_text_candidates(genome: Genome,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "MAX_WORD_DOCS", 50)
+    monkeypatch.setattr(terms, "POSTING_BUDGET", 10)  # 12 genes hold both: over the budget
+    qs = query.extract("widget gadget")
+    chosen = terms.weigh_terms(genome, qs)
+    assert chosen.conjunctive and chosen.written == ()
+    assert fts_scorer(genome, qs, 100, chosen) == {}
+
+
+def test_the_budget_keeps_the_heaviest_words_that_fit(genome: Genome, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "COMMON_FRACTION", 0.9)
+    monkeypatch.setattr(terms, "POSTING_BUDGET", 250)
+    chosen = weigh(genome, "sprocket widget gadget")
+    assert "sprocket" in chosen.written and len(chosen.written) == 2  # 3 + 212 fit; another 212 do not
+
+
+def test_common_words_that_fit_the_budget_together_are_searched_as_usual(genome: Genome,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "MAX_WORD_DOCS", 50)
+    monkeypatch.setattr(terms, "POSTING_BUDGET", 500)  # 212 + 212 genes fit: a small genome's common words
+    qs = query.extract("widget gadget")
+    chosen = terms.weigh_terms(genome, qs)
+    assert not chosen.conjunctive and set(chosen.written) == {"widget", "gadget"}
+    assert len(fts_scorer(genome, qs, 1000, chosen)) == 412
