@@ -34,7 +34,7 @@ import psutil
 
 from helix_context.config import ConfigError, Settings, load_config
 
-from launcher import backends, desktop, winjob
+from launcher import backends, desktop
 from launcher.icons import STATE_LABELS, make_icon
 from launcher.menu import collect, to_pystray
 from launcher.popup import TkPopupMenu
@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_LOCKED
     # finding a Python with gi takes a moment: neither the icon nor the backend waits for the advice
     threading.Thread(target=_explain_skips, args=(cands,), name="helix-tray-advice", daemon=True).start()
-    winjob.contain_backends(sup)  # Windows: the backend dies with the tray, even a killed one
+    # Windows: each backend the supervisor starts sits in its kill-on-close job (supervisor/winjob.py),
+    # whose handle this process holds: the backend dies with the tray, even a killed one
     install_stop_signals(lambda name: app.request_quit(reason=name), lambda: sup.request_restart("SIGHUP"))
     pystray = backends.import_pystray()
     failure = run_icon(app, pystray, cands)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import re
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launcher import desktop, pick_python, winjob
+from launcher import desktop, pick_python
 from supervisor import core as sup_core
 from supervisor import process
 from supkit import fast_settings, serving, wait_until
@@ -167,75 +166,6 @@ def test_the_windows_stop_path_restarts_a_real_backend(supervisors, monkeypatch)
     assert time.monotonic() - started < settings.supervisor.stop_timeout_s + 10
     wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                                for p in tree), timeout=10)
-
-
-class _Kernel32:
-    """The five kernel32 calls the job object makes, recorded as Windows would see them."""
-
-    def __init__(self, assign_ok=True):
-        self.calls = []
-        self.limit_flags = None
-        self.assign_ok = assign_ok
-
-    def CreateJobObjectW(self, attrs, name):
-        self.calls.append("CreateJobObjectW")
-        return 100
-
-    def SetInformationJobObject(self, handle, info_class, info_ref, size):
-        info = ctypes.cast(info_ref, ctypes.POINTER(winjob.JOBOBJECT_EXTENDED_LIMIT_INFORMATION)).contents
-        self.limit_flags = info.BasicLimitInformation.LimitFlags
-        self.calls.append(("SetInformationJobObject", handle, info_class, size))
-        return 1
-
-    def OpenProcess(self, access, inherit, pid):
-        self.calls.append(("OpenProcess", access, pid))
-        return 200 + pid
-
-    def AssignProcessToJobObject(self, job, proc):
-        self.calls.append(("AssignProcessToJobObject", job, proc))
-        return 1 if self.assign_ok else 0
-
-    def CloseHandle(self, handle):
-        self.calls.append(("CloseHandle", handle))
-        return 1
-
-
-class _Backend:
-    def __init__(self, pid, owned=True):
-        self.pid, self.owned = pid, owned
-
-
-class _Sup:
-    def __init__(self):
-        self.listeners = []
-        self.backend = _Backend(7)
-
-    def add_listener(self, fn):
-        self.listeners.append(fn)
-
-    def snapshot(self):
-        return {}
-
-
-def test_the_job_object_ties_each_backend_the_tray_starts_to_the_tray():
-    assert winjob.contain_backends(_Sup(), platform="linux") is None  # nothing to do on POSIX
-    k = _Kernel32()
-    sup = _Sup()
-    job = winjob.contain_backends(sup, platform="win32", kernel32=k)
-    assert job is not None and k.limit_flags == winjob.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-    expected_size = 144 if ctypes.sizeof(ctypes.c_void_p) == 8 else 112  # the Windows SDK's struct size
-    assert ("SetInformationJobObject", 100, 9, expected_size) in k.calls
-    assert ("OpenProcess", 0x0101, 7) in k.calls and ("AssignProcessToJobObject", 100, 207) in k.calls
-    assert ("CloseHandle", 207) in k.calls and job.assigned == [7]
-    # a restart: the new backend joins; an adopted one (not ours to kill) never does
-    sup.backend = _Backend(8)
-    sup.listeners[0]({})
-    sup.listeners[0]({})
-    sup.backend = _Backend(9, owned=False)
-    sup.listeners[0]({})
-    assert job.assigned == [7, 8]
-    failing = winjob.KillOnCloseJob(_Kernel32(assign_ok=False))
-    assert failing.assign(5) is False and failing.assigned == []
 
 
 def test_explorer_opens_the_logs_folder_on_windows(tmp_path):
