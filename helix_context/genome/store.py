@@ -22,7 +22,7 @@ import numpy as np
 from helix_context.genome import fts_text, symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
-from helix_context.genome.activity import ActivityMixin
+from helix_context.genome.learning import LearningMixin
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
@@ -115,7 +115,7 @@ def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
     )
 
 
-class Genome(ActivityMixin, MaintenanceMixin):
+class Genome(LearningMixin, MaintenanceMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable

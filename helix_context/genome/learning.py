@@ -13,7 +13,7 @@ from typing import Any
 from helix_context.models import Gene
 
 
-class ActivityMixin:
+class LearningMixin:
     """Needs `conn`, `transaction`, `get_gene`, `genes_by_rowid` from Genome."""
 
     conn: Any
