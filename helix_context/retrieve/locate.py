@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from helix_context.genome import symbols_sql
-from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.genome.store import Genome
-from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
 from helix_context.genome.fts_text import split_identifier
+from helix_context.genome.store import Genome
+from helix_context.genome.symbols_sql import SymbolRow
+from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
 from helix_context.retrieve.terms import WeighedTerms, stem_words
 
 MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from helix_context.config import Settings
+from helix_context.genome import symbols_sql
 from helix_context.genome.store import Genome
+from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
@@ -18,8 +20,6 @@ from helix_context.retrieve.fusion import FUSERS
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
-from helix_context.genome import symbols_sql
-from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
 
 COACTIVATION_SEEDS = 5
