@@ -41,7 +41,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import psutil
 
@@ -51,7 +50,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from _results import write_results  # noqa: E402
-from bench_server import drive, free_port, stop, summary  # noqa: E402
+from bench_server import drive, free_port, stop, summary, wait_healthy  # noqa: E402
 
 MAX_FILE = 2_000_000
 SERVER_SCRIPT = """
@@ -189,18 +188,8 @@ def start_server(home: Path, args: argparse.Namespace, extra: dict[str, str] | N
     proc = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(port)], env=env_for(home, args, extra),
                             stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}); see {home / 'server.log'}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    stop(proc)
-    raise RuntimeError("server did not answer /health within 600 s")
+    wait_healthy(proc, url, 600, home / "server.log")
+    return proc, url
 
 
 def proc_status(pid: int, field: str) -> int:

@@ -134,18 +134,24 @@ def start_server(home: Path, upstream: str, kind: str, log_path: Path) -> tuple[
     proc = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(port)], env=env, stdout=log,
                             stderr=subprocess.STDOUT, cwd=str(REPO))
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    wait_healthy(proc, url, 120, log_path)
+    return proc, url
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Path) -> None:
+    """Until the started server answers /health; a server that exits or never answers is stopped and reported."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited ({proc.returncode}); see {log_path}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
+                return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"server did not answer /health within 120 s; see {log_path}")
+    stop(proc)
+    raise RuntimeError(f"server did not answer /health within {timeout_s:g} s; see {log_path}")
 
 
 def stop(proc: subprocess.Popen | None) -> None:
