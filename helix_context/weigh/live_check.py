@@ -82,6 +82,13 @@ def _is_gone(exc: OSError) -> bool:
     return isinstance(exc, (FileNotFoundError, NotADirectoryError))
 
 
+def _failed(exc: OSError, verb: str, path: str) -> SourceCheck:
+    """A stat or read that failed: the file is gone, or it could not be checked."""
+    if _is_gone(exc):
+        return SourceCheck("missing", f"{path} no longer exists")
+    return SourceCheck("unknown", f"cannot {verb} {path}: {exc.strerror or exc}")
+
+
 def check_source(gene: Gene, cache: SourceCache | None = None) -> SourceCheck:
     """Does the gene's source file still hold what was indexed?
 
@@ -106,9 +113,7 @@ def check_source(gene: Gene, cache: SourceCache | None = None) -> SourceCheck:
 
     st = cache.stat(path)
     if isinstance(st, OSError):
-        if _is_gone(st):
-            return SourceCheck("missing", f"{path} no longer exists")
-        return SourceCheck("unknown", f"cannot stat {path}: {st.strerror or st}")
+        return _failed(st, "stat", path)
     if not stat_mod.S_ISREG(st.st_mode):
         return SourceCheck("missing", f"{path} is no longer a regular file")
 
@@ -133,9 +138,7 @@ def check_source(gene: Gene, cache: SourceCache | None = None) -> SourceCheck:
 
     digest = cache.sha256(path)
     if isinstance(digest, OSError):
-        if _is_gone(digest):
-            return SourceCheck("missing", f"{path} no longer exists")
-        return SourceCheck("unknown", f"cannot read {path}: {digest.strerror or digest}")
+        return _failed(digest, "read", path)
     if digest == recorded_hash:
         why = "mtime moved" if not mtime_same else "mtime unchanged"
         return SourceCheck("unchanged", f"content hash matches ingest ({why})")

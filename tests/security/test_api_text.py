@@ -14,12 +14,17 @@ def _server(lean, server_factory, root: Path):
     return server_factory(lean.replace(server={"allowed_ingest_roots": (str(root),)}))
 
 
-def test_api_text_cannot_replace_a_file_ingested_from_disk(lean, server_factory, tmp_path) -> None:
+def _repo_with_keys(lean, server_factory, tmp_path: Path):
+    """A folder holding keys.py (ORIGINAL) and a server allowed to ingest it: (root, source, server)."""
     root = tmp_path / "repo"
     root.mkdir()
     source = root / "keys.py"
     source.write_text(ORIGINAL)
-    server = _server(lean, server_factory, root)
+    return root, source, _server(lean, server_factory, root)
+
+
+def test_api_text_cannot_replace_a_file_ingested_from_disk(lean, server_factory, tmp_path) -> None:
+    root, source, server = _repo_with_keys(lean, server_factory, tmp_path)
     with httpx.Client(base_url=server.url, timeout=60) as c:
         assert c.post("/ingest", json={"path": str(root), "embed": False}).status_code == 200
         attack = c.post("/ingest", json={"content": FORGED, "content_type": "code", "embed": False,
@@ -92,11 +97,7 @@ def test_packet_notes_do_not_tell_whether_a_path_outside_the_genome_exists(lean,
 
 def test_api_text_copying_a_files_chunk_cannot_take_over_its_gene(lean, server_factory, tmp_path) -> None:
     """Planted first, word for word: the file ingested later still gets its own gene, kind file, verified."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    source = root / "keys.py"
-    source.write_text(ORIGINAL)
-    server = _server(lean, server_factory, root)
+    root, source, server = _repo_with_keys(lean, server_factory, tmp_path)
     with httpx.Client(base_url=server.url, timeout=60) as c:
         planted = c.post("/ingest", json={"content": ORIGINAL, "content_type": "code", "embed": False,
                                           "metadata": {"path": "decoy/keys.py"}})
