@@ -44,6 +44,11 @@ _BACKTICK_RE = re.compile(r"`([^`\n]{1,200})`")
 _CALL_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _EXC_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning))\b")
 _CODE_BLOCK_RE = re.compile(r"```.*?(?:```|\Z)|^(?:>>>|\.\.\.) .*$|^(?: {4}|\t).*$", re.S | re.M)
+# lines of a pasted issue that are program text or output, not what the writer means
+_OUTPUT_LINE_RE = re.compile(r"^[ \t]*(?:In \[\d+\]:|Out\[\d+\]:|Traceback \(most recent call last\)|File \"[^\"\n]*\", line "
+                             r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning):|Python \d|IPython \d|Type \"(?:help|copyright)).*$",
+                             re.M)
+MAX_TITLE_CHARS = 200
 _KEYWORDS = frozenset("""if else elif for while return def class import from as with try except finally raise in is not
 and or lambda yield print assert pass break continue global nonlocal del self cls true false none""".split())
 
@@ -66,6 +71,28 @@ def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tup
     names += [m.group(0) for m in _IDENT_RE.finditer(code) if is_compound(m.group(0))]
     keep = [n for n in names if len(n) > 2 and n.lower() not in _KEYWORDS and n.lower() not in STOP_WORDS]
     return list(dict.fromkeys(keep))[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
+
+
+def meaning(text: str) -> tuple[str, ...]:
+    """What the embedding model should read of a query.
+
+    A short question is read whole. A pasted issue is mostly code, program
+    output and tracebacks, and the model reads only its first ~128 word pieces:
+    an IPython banner or a matrix printout fills them and says nothing about
+    where the bug is. So an issue is read as its title (the first line) and its
+    prose (code blocks, prompts, tracebacks and output lines removed), and
+    retrieval adds the two vectors. On the swe-dev issues this lifted the
+    dense signal alone from file Hit@5 0.49 to 0.62 (README, "How code is ranked").
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return (text,)
+    prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _CODE_BLOCK_RE.sub(" ", text)).split())
+    title = lines[0].strip()
+    views = [title] if len(title) <= MAX_TITLE_CHARS and not _CODE_BLOCK_RE.match(title) else []
+    if prose and prose != title:
+        views.append(prose)
+    return tuple(views) or (text,)
 
 
 def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
@@ -111,4 +138,5 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
         term_counts=tuple(counts.most_common(MAX_WORDS)),
         definitions=tuple(definitions),
         frames=tuple(frames),
+        meaning=meaning(text),
     )

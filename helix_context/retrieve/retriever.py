@@ -75,13 +75,19 @@ class Retriever:
             code_rows = symbols_sql.code_rowids(self.genome.conn, {r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, self.code_weights)
 
-    def _query_vector(self, text: str) -> np.ndarray | None:
+    def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
+        """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
         if self.embedder_part is None or not self._weighs("dense"):
             return None
         embedder = self.embedder_part.get()
         if embedder is None:
             return None
-        return embedder.embed_query(text)
+        views = qs.meaning or (qs.text,)
+        if len(views) == 1:
+            return embedder.embed_query(views[0])
+        summed = np.asarray(embedder.embed(list(views)), dtype=np.float32).sum(axis=0)
+        norm = float(np.linalg.norm(summed))
+        return summed / norm if norm > 0 else None
 
     def evidence(self, query: str, stages: dict[str, float] | None = None) -> Evidence:
         """Every scorer's raw scores for `query`, before fusion (also what the tuning bench records)."""
@@ -103,7 +109,7 @@ class Retriever:
             per_signal["definition"] = definition_gene_scores(defs)
         stages["lexical"] = time.perf_counter() - t
         t = time.perf_counter()
-        vector = self._query_vector(qs.text)
+        vector = self._query_vector(qs)
         per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool, exact_below=cfg.ann_threshold)
         stages["dense"] = time.perf_counter() - t
         return Evidence(qs, terms, per_signal, defs, vector)
