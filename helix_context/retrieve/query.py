@@ -68,9 +68,9 @@ def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tup
     names += _CALL_RE.findall(code) + _CALL_RE.findall(text)
     for ident in identifiers:
         names += ident.split(".")
-    names += [m.group(0) for m in _IDENT_RE.finditer(code) if is_compound(m.group(0))]
-    keep = [n for n in names if len(n) > 2 and n.lower() not in _KEYWORDS and n.lower() not in STOP_WORDS]
-    return list(dict.fromkeys(keep))[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
+    names += [w for w in dict.fromkeys(_IDENT_RE.findall(code)) if is_compound(w)]
+    keep = [n for n in dict.fromkeys(names) if len(n) > 2 and n.lower() not in _KEYWORDS and n.lower() not in STOP_WORDS]
+    return keep[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
 
 
 def meaning(text: str) -> tuple[str, ...]:
@@ -106,25 +106,29 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
         name = segments[-1] if segments else path
         stem = name.rsplit(".", 1)[0]
         path_tokens.append(stem.lower())
+    # a pasted issue repeats its words and names many times: each distinct spelling is looked at once
+    counts: Counter[str] = Counter()
+    for word, n in Counter(_WORD_RE.findall(text)).items():
+        term = word.lower()
+        if term not in STOP_WORDS and (len(term) > 1 or term.isdigit()):
+            counts[term] += n
+    terms = list(counts)
+    said = set(terms)
     identifiers: list[str] = []
     parts: list[str] = []
-    for match in _IDENT_RE.finditer(text):
-        word = match.group(0)
-        for piece in word.split("."):
-            if is_compound(piece) or "." in word:
+    for word, n in Counter(_IDENT_RE.findall(text)).items():
+        pieces = word.split(".")
+        for piece in pieces:
+            compound = is_compound(piece)
+            if compound or len(pieces) > 1:
                 identifiers.append(piece)
-            if is_compound(piece):
+                counts[piece.lower()] += n
+            if compound:
                 parts.extend(split_identifier(piece))
-        if "." in word and not _PATH_RE.fullmatch(word):
+        if len(pieces) > 1 and not _PATH_RE.fullmatch(word):
             identifiers.append(word)
-    terms = [w.lower() for w in _WORD_RE.findall(text)]
-    terms = [t for t in terms if t not in STOP_WORDS and (len(t) > 1 or t.isdigit())]
-    counts = Counter(terms)
-    for ident in identifiers:
-        if "." not in ident:
-            counts[ident.lower()] += 1
     expansions: list[str] = []
-    for term in dict.fromkeys(terms):
+    for term in terms:
         expansions.extend(synonyms.get(term, ()) if synonyms else ())
     definitions, frames = _definitions(text, identifiers)
     return QuerySignals(
@@ -134,7 +138,7 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
         identifier_parts=_unique(parts),
         path_tokens=_unique(path_tokens),
         phrases=_unique(phrases, 8),
-        expansions=_unique([e for e in expansions if e not in terms], 16),
+        expansions=_unique([e for e in expansions if e not in said], 16),
         term_counts=tuple(counts.most_common(MAX_WORDS)),
         definitions=tuple(definitions),
         frames=tuple(frames),

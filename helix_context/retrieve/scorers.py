@@ -18,6 +18,7 @@ from helix_context.retrieve.terms import WeighedTerms
 Scores = dict[int, float]
 MAX_PATH_TOKENS = 12  # file names and folders a query writes; a pasted diff names many
 MAX_PATH_WORD_DOCS = 20_000  # a path word held by more genes is skipped (walking it costs ~5 ms per 20k)
+PATH_POSTING_BUDGET = 6_000  # summed genes of the path words searched together, rarest first
 
 
 def _or(terms: list[str], joiner: str = " OR ") -> str:
@@ -58,12 +59,19 @@ def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerm
     wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
         return {}
-    # a column filter still walks the word's whole posting list: words in very many genes are left out
+    # a column filter still walks each word's whole posting list: the rarest path words first, within a
+    # budget of genes walked (`src` names every file of a repository and would cost the most, saying nothing)
     held = lexicon.word_doc_counts_upto(genome.conn, wanted, MAX_PATH_WORD_DOCS)
-    wanted = [t for t in wanted if held.get(t, 0) <= MAX_PATH_WORD_DOCS]
-    if not wanted:
+    chosen: list[str] = []
+    spent = 0
+    for word in sorted((t for t in wanted if 0 < held.get(t, 0) <= MAX_PATH_WORD_DOCS), key=lambda t: held[t]):
+        if chosen and spent + held[word] > PATH_POSTING_BUDGET:
+            break
+        chosen.append(word)
+        spent += held[word]
+    if not chosen:
         return {}
-    return dict(genome.fts_search(_or(wanted), limit, column="path"))
+    return dict(genome.fts_search(_or(chosen), limit, column="path"))
 
 
 def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
