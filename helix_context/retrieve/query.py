@@ -46,7 +46,8 @@ _EXC_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning))\b")
 _CODE_BLOCK_RE = re.compile(r"```.*?(?:```|\Z)|^(?:>>>|\.\.\.) .*$|^(?: {4}|\t).*$", re.S | re.M)
 # lines of a pasted issue that are program text or output, not what the writer means
 _OUTPUT_LINE_RE = re.compile(r"^[ \t]*(?:In \[\d+\]:|Out\[\d+\]:|Traceback \(most recent call last\)|File \"[^\"\n]*\", line "
-                             r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning):|Python \d|IPython \d|Type \"(?:help|copyright)).*$",
+                             r"|[A-Za-z_][\w.]*(?:Error|Exception|Warning):|I?Python \d+\.\d+[\w.+]*\s*[(|\-]"
+                             r"|Type \"(?:help|copyright)).*$",
                              re.M)
 MAX_TITLE_CHARS = 200
 _KEYWORDS = frozenset("""if else elif for while return def class import from as with try except finally raise in is not
@@ -89,7 +90,8 @@ def meaning(text: str) -> tuple[str, ...]:
         return (text,)
     prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _CODE_BLOCK_RE.sub(" ", text)).split())
     title = lines[0].strip()
-    views = [title] if len(title) <= MAX_TITLE_CHARS and not _CODE_BLOCK_RE.match(title) else []
+    is_title = len(title) <= MAX_TITLE_CHARS and not _CODE_BLOCK_RE.match(title) and not _OUTPUT_LINE_RE.match(title)
+    views = [title] if is_title else []
     if prose and prose != title:
         views.append(prose)
     return tuple(views) or (text,)

@@ -44,6 +44,8 @@ def test_an_issue_is_read_as_its_title_and_prose() -> None:
     assert extract("where is the zip member extracted").meaning == ("where is the zip member extracted",)
     only_code = "```\n>>> f(1)\n3\n```"
     assert extract(only_code).meaning == (only_code,), "a query of nothing but code is read whole"
+    traceback = 'Traceback (most recent call last):\n  File "a.py", line 3, in f\nKeyError: 5'
+    assert extract(traceback).meaning == (traceback,), "a traceback alone is read whole, not as a title"
 
 
 def test_the_dense_search_finds_what_the_title_describes_despite_a_banner(settings: Settings,
