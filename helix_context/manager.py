@@ -420,8 +420,9 @@ class HelixContextManager:
         parts = self.parts()
         degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]
         try:
-            genes = self.genome.stats()["total_genes"]
-            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes}
+            genes = self.genome.live_gene_count()  # cached per generation: /health is polled, stats() scans
+            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes,
+                      "dense_index": self.genome.vector_index().describe(self.settings.retrieval.ann_threshold)}
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")

@@ -245,6 +245,28 @@ class VectorIndex:
         order = np.argsort(-sims, kind="stable")[:k]
         return Hits(ids[order], sims[order].astype(np.float32), use_exact)
 
+    def describe(self, exact_below: int) -> dict:
+        """What /health shows: how a query searches (exact scan or HNSW graph), vectors held, file size.
+
+        Never waits: while the index is being loaded or rebuilt (server start on a big
+        genome) it says "loading" instead of blocking the health check on the lock.
+        """
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0
+        info = {"file": str(self.path), "file_bytes": size, "threshold": exact_below}
+        if not self._lock.acquire(blocking=False):
+            return {**info, "status": "loading"}
+        try:
+            if self._index is None:
+                return {**info, "status": "not loaded"}
+            n = len(self._index)
+            return {**info, "status": "ok", "kind": "exact" if n < exact_below else "hnsw", "vectors": n,
+                    "memory_bytes": int(self._index.memory_usage), "pending_changes": self._pending}
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         with self._lock:
             try:

@@ -182,3 +182,34 @@ def test_many_removals_make_the_next_load_rebuild_a_compact_graph(tmp_path: Path
     index = g.vector_index()
     assert len(index) == 100 and index.rebuilds == 1
     assert index.search(vecs[250], 1).rowids[0] == rowid_of(g, 250)
+
+
+def test_describe_says_how_queries_search_and_never_waits_for_a_load(tmp_path: Path) -> None:
+    import threading
+
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    index = g.vector_index()
+    assert index.describe(1000)["status"] == "not loaded"  # nothing searched yet: /health does not load it
+    index.warm()
+    small = index.describe(1000)
+    assert small["kind"] == "exact" and small["vectors"] == 300 and small["file_bytes"] > 300 * DIM
+    assert index.describe(100)["kind"] == "hnsw"
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:  # a rebuild in progress holds the lock for minutes on a big genome
+        with index._lock:
+            held.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    held.wait(5)
+    try:
+        assert index.describe(100)["status"] == "loading"
+    finally:
+        release.set()
+        worker.join()
+    g.close()
