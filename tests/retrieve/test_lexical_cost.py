@@ -99,3 +99,27 @@ def test_common_words_that_fit_the_budget_together_are_searched_as_usual(genome:
     chosen = terms.weigh_terms(genome, qs)
     assert not chosen.conjunctive and set(chosen.written) == {"widget", "gadget"}
     assert len(fts_scorer(genome, qs, 1000, chosen)) == 412
+
+
+def test_exact_counts_are_remembered_until_the_genome_changes(genome: Genome) -> None:
+    """The packets' idf weights read each word's exact count once per generation, never a stale one."""
+    from helix_context.genome import symbols_sql
+
+    counts = lexicon.ExactDocCounts(genome.generation)
+    asked: list[list[str]] = []
+    real = symbols_sql.term_doc_counts
+
+    def spy(conn, terms):  # noqa: ANN001, ANN202 - records which words reached fts5vocab
+        asked.append(list(terms))
+        return real(conn, terms)
+
+    symbols_sql.term_doc_counts, saved = spy, real
+    try:
+        assert counts.get(genome.conn, ["widget", "sprocket", "absent"]) == {"widget": 212, "sprocket": 3}
+        assert counts.get(genome.conn, ["widget", "gadget"]) == {"widget": 212, "gadget": 212}
+        assert asked == [["widget", "sprocket", "absent"], ["gadget"]]  # widget was remembered
+        genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
+                                            [(gene(999, "one more widget"), None)])])
+        assert counts.get(genome.conn, ["widget"]) == {"widget": 213}  # an ingest: counted again
+    finally:
+        symbols_sql.term_doc_counts = saved
