@@ -54,6 +54,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import psutil
 
@@ -262,6 +263,14 @@ def proc_status(pid: int, field: str) -> int:
     return 0
 
 
+def mapped_copies(pid: int, db: Path) -> int:
+    """How many memory maps of the genome file the server holds (one per SQLite connection with mmap on; Linux)."""
+    try:
+        return sum(1 for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if line.endswith(str(db)))
+    except OSError:
+        return 0
+
+
 def serve_and_measure(home: Path, qs: list[str], args: argparse.Namespace, extra: dict[str, str] | None = None) -> dict:
     proc, url = start_server(home, args, extra)
     try:
@@ -281,6 +290,19 @@ def serve_and_measure(home: Path, qs: list[str], args: argparse.Namespace, extra
         # shared and reclaimable; RssAnon is the server's own memory
         out["server_rss_anon_mb"] = round(proc_status(proc.pid, "RssAnon") / 2**20)
         out["server_rss_file_mb"] = round(proc_status(proc.pid, "RssFile") / 2**20)
+        out["server_threads"] = ps.num_threads()
+        out["genome_maps"] = mapped_copies(proc.pid, home / "genome.db")
+        t = time.perf_counter()  # what the supervisor polls: /health each tick, /stats every 5 s
+        health = httpx.get(url + "/health", timeout=600).json()
+        out["health_ms"] = round((time.perf_counter() - t) * 1000, 1)
+        out["dense_index"] = health.get("genome", {}).get("dense_index")
+        stats_ms = []
+        for _ in range(2):  # the first counts, the second finds the counts kept (an unchanged genome)
+            t = time.perf_counter()
+            httpx.get(url + "/stats", timeout=600)
+            stats_ms.append(round((time.perf_counter() - t) * 1000, 1))
+        out["stats_ms"] = stats_ms
+        out["server_rss_after_stats_mb"] = round(ps.memory_info().rss / 2**20)
         return out
     finally:
         stop(proc)
@@ -397,7 +419,10 @@ def run(args: argparse.Namespace, home: Path) -> dict:
         s = point["serve"]
         print(f"  {genes} genes: /context p50 {s['context']['p50_ms']} p95 {s['context']['p95_ms']} ms; "
               f"/context/packet p50 {s['packet']['p50_ms']} p95 {s['packet']['p95_ms']} ms; "
-              f"RSS {s['server_rss_mb']} MB; disk {point['disk_mb']} = {point['db_over_raw']}x raw; "
+              f"RSS {s['server_rss_mb']} MB (own {s['server_rss_anon_mb']}, mapped files {s['server_rss_file_mb']}, "
+              f"{s['genome_maps']} maps of the genome, {s['server_threads']} threads; after /stats "
+              f"{s['server_rss_after_stats_mb']} MB); /health {s['health_ms']} ms, /stats {s['stats_ms']} ms; "
+              f"dense index {s['dense_index']}; disk {point['disk_mb']} = {point['db_over_raw']}x raw; "
               f"dense {point['dense']}", flush=True)
     results = {"sizes": sizes, "embeddings": not args.no_embed, "cpus": os.cpu_count(), "points": points,
                "questions": len(qs)}
@@ -415,7 +440,7 @@ def _median_serve(rounds: list[dict]) -> dict:
     for name in ("context", "packet"):
         ranked = sorted(rounds, key=lambda r: r[name]["p95_ms"])
         out[name] = {**ranked[len(ranked) // 2][name], "p95_by_round": [r[name]["p95_ms"] for r in rounds]}
-    for key in ("server_rss_mb", "server_rss_anon_mb", "server_rss_file_mb"):
+    for key in ("server_rss_mb", "server_rss_anon_mb", "server_rss_file_mb", "genome_maps", "server_threads"):
         out[key] = sorted(r.get(key, 0) for r in rounds)[len(rounds) // 2]
     return out
 
