@@ -42,6 +42,7 @@ FORMAT = 1
 SYNC_BATCH = 20_000  # change-log entries replayed per query at most
 SAVE_EVERY = 50_000  # pending changes that trigger a save during queries
 OVERSAMPLE = 2  # graph candidates per wanted neighbour, rescored with the genome's own codes
+REBUILD_AFTER = 100_000  # at start, more pending changes than this (and than the graph holds): build afresh
 COMPACT_AFTER = 10_000  # removals (and at least half the live count) after which a load rebuilds the graph
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
@@ -89,6 +90,7 @@ class VectorIndex:
 
     def __init__(self, genome_path: Path, connect: Callable[[], sqlite3.Connection],
                  trim: Callable[[int], None] | None = None) -> None:
+        self.genome_path = Path(genome_path)
         self.path = Path(str(genome_path) + ".ann")
         self.meta_path = Path(str(genome_path) + ".ann.json")
         self._connect = connect
@@ -103,9 +105,9 @@ class VectorIndex:
 
     # ── loading ──
 
-    def _load(self) -> None:
+    def _load(self, *, rebuild: bool = False) -> None:
         conn = self._connect()
-        index, seq, removed = self._read_file()
+        index, seq, removed = (None, 0, 0) if rebuild else self._read_file()
         first = vectors.first_change(conn)
         if index is not None and first is not None and first > seq + 1:
             log.warning("dense index %s is older than the change log kept (%d < %d): rebuilding", self.path, seq, first)
@@ -114,7 +116,8 @@ class VectorIndex:
             log.info("dense index %s: %d removals since it was built: rebuilding it compact", self.path, removed)
             index = None  # retention: tombstones never outgrow the live vectors for long
         if index is None:
-            index, seq = self._build(conn), vectors.last_change(conn)
+            seq = vectors.last_change(conn)  # before the scan: what comes after is replayed, twice is harmless
+            index = self._build()
             self._index, self._seq, self._saved_seq, self._pending, self._removed = index, seq, 0, 1, 0
             self.save()
             return
@@ -137,26 +140,41 @@ class VectorIndex:
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
             return None, 0, 0
 
-    def _build(self, conn: sqlite3.Connection):  # noqa: ANN202
+    def _scan_connection(self) -> sqlite3.Connection:
+        """A read-only connection of its own, without a memory map, for reads of many genes (close it after)."""
+        return sqlite3.connect(f"{self.genome_path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+
+    def _build(self):  # noqa: ANN202
+        """The graph of every live vector, read through a connection of its own without a memory map.
+
+        Why its own: the genome's connections read through a memory map (`[genome] mmap_mb`),
+        and every page a scan of the whole genes table touches would stay mapped — counted in
+        the server's resident memory (up to the map's size) — for as long as the connection of
+        the thread that built the index lives. This one is closed when the build ends.
+        """
         started = time.perf_counter()
         index = _new_index()
         total = 0
-        for rowids, codes in vectors.iter_live_vectors(conn):
-            index.add(rowids.astype(np.uint64), _as_float(codes))
-            total += len(rowids)
+        conn = self._scan_connection()
+        try:
+            for rowids, codes in vectors.iter_live_vectors(conn):
+                index.add(rowids.astype(np.uint64), _as_float(codes))
+                total += len(rowids)
+        finally:
+            conn.close()
         self.rebuilds += 1
         log.info("dense index %s: built from %d vectors in %.1f s", self.path, total, time.perf_counter() - started)
         return index
 
     # ── keeping in step ──
 
-    def sync(self, *, batch: int | None = None) -> None:
+    def sync(self, *, batch: int | None = None, conn: sqlite3.Connection | None = None) -> None:
         """Replay the change log after what this index holds (at most `batch`, default SYNC_BATCH, entries)."""
         batch = SYNC_BATCH if batch is None else batch
         with self._lock:
             if self._index is None:
                 self._load()
-            conn = self._connect()
+            conn = conn or self._connect()
             first = vectors.first_change(conn)
             if first is not None and first > self._seq + 1:
                 self._index = None  # another process trimmed past us: its saved file is newer
@@ -180,11 +198,22 @@ class VectorIndex:
     def warm(self) -> None:
         """Load the index and replay every pending change now (server start), not in the first queries."""
         with self._lock:
-            while True:
-                before = self._seq
-                self.sync()
-                if self._seq == before:
-                    return
+            if self._index is None:
+                self._load()
+            if vectors.last_change(self._connect()) - self._seq > max(REBUILD_AFTER, len(self._index)):
+                # more changed than the graph holds (a big ingest by the CLI): building afresh is faster
+                log.info("dense index %s: %d changes to replay: rebuilding it", self.path,
+                         vectors.last_change(self._connect()) - self._seq)
+                self._load(rebuild=True)
+            scan = self._scan_connection()  # the whole catch-up reads through no memory map (see _build)
+            try:
+                while True:
+                    before = self._seq
+                    self.sync(conn=scan)
+                    if self._seq == before:
+                        return
+            finally:
+                scan.close()
 
     def save(self) -> None:
         """Write the index and its sidecar atomically, then drop the log entries it now holds."""

@@ -213,3 +213,27 @@ def test_describe_says_how_queries_search_and_never_waits_for_a_load(tmp_path: P
         release.set()
         worker.join()
     g.close()
+
+
+def test_a_start_after_a_big_ingest_builds_afresh_instead_of_replaying(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    vecs = clustered(700)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:200])
+    g.vector_index().warm()
+    g.close()  # the file holds 200 vectors
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[200:], first=200)  # another process (the CLI) adds 500 while no server runs
+    g.close()
+    monkeypatch.setattr(ann, "REBUILD_AFTER", 100)
+    g = Genome(tmp_path / "g.db")
+    index = g.vector_index()
+    index.warm()
+    assert index.rebuilds == 1 and len(index) == 700
+    assert index.search(vecs[650], 1).rowids[0] == rowid_of(g, 650)
+    g.close()
+    g = Genome(tmp_path / "g.db")  # and what it built was saved: the next start loads it
+    g.vector_index().warm()
+    assert g.vector_index().rebuilds == 0 and len(g.vector_index()) == 700
+    g.close()
