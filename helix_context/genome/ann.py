@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from helix_context.genome import vectors
+from helix_context.genome.scan import scan_connection
 
 log = logging.getLogger("helix.genome.ann")
 
@@ -140,22 +141,12 @@ class VectorIndex:
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
             return None, 0, 0
 
-    def _scan_connection(self) -> sqlite3.Connection:
-        """A read-only connection of its own, without a memory map, for reads of many genes (close it after)."""
-        return sqlite3.connect(f"{self.genome_path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-
     def _build(self):  # noqa: ANN202
-        """The graph of every live vector, read through a connection of its own without a memory map.
-
-        Why its own: the genome's connections read through a memory map (`[genome] mmap_mb`),
-        and every page a scan of the whole genes table touches would stay mapped — counted in
-        the server's resident memory (up to the map's size) — for as long as the connection of
-        the thread that built the index lives. This one is closed when the build ends.
-        """
+        """The graph of every live vector, read through a connection without the memory map (genome/scan.py)."""
         started = time.perf_counter()
         index = _new_index()
         total = 0
-        conn = self._scan_connection()
+        conn = scan_connection(self.genome_path)
         try:
             for rowids, codes in vectors.iter_live_vectors(conn):
                 index.add(rowids.astype(np.uint64), _as_float(codes))
@@ -205,7 +196,7 @@ class VectorIndex:
                 log.info("dense index %s: %d changes to replay: rebuilding it", self.path,
                          vectors.last_change(self._connect()) - self._seq)
                 self._load(rebuild=True)
-            scan = self._scan_connection()  # the whole catch-up reads through no memory map (see _build)
+            scan = scan_connection(self.genome_path)  # the whole catch-up reads through no memory map (see _build)
             try:
                 while True:
                     before = self._seq

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.maintenance import MaintenanceMixin
+from helix_context.genome.scan import scan_connection
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
@@ -301,7 +302,8 @@ class Genome(LearningMixin, MaintenanceMixin):
         cached = self._live_count
         if cached is not None and cached[0] == generation:
             return cached[1]
-        n = symbols_sql.live_gene_count(self.conn)
+        with closing(scan_connection(self.path)) as conn:  # a full scan: never through the map (scan.py)
+            n = symbols_sql.live_gene_count(conn)
         self._live_count = (generation, n)
         return n
 

@@ -11,7 +11,8 @@ from helix_context.genome.store import Genome
 from tests.genome.test_ann import clustered, fill
 
 
-def test_counts_are_reused_until_an_ingest_changes_the_genome(tmp_path: Path) -> None:
+def test_counts_are_reused_until_an_ingest_changes_the_genome(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(polled_stats, "DUTY", 0)  # a cheap count here: no duty-cycle wait (next test)
     g = Genome(tmp_path / "g.db")
     fill(g, clustered(100))
     computed = []
