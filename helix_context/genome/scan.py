@@ -1,12 +1,12 @@
 """A connection for reads that walk a large part of the genome, so their pages never stay mapped.
 
-Why: the genome's connections read through a memory map (`[genome] mmap_mb`, default
-1 GB): fast for the scattered reads of a query, but every page a read touches stays
-mapped, and counted in the server's resident memory, for as long as the connection
-lives — one per thread. A count of the genes table or a scan of every vector (~1 GB
-at 1M genes) would pin up to the whole map. Reads that walk the whole table open this
-one instead (read-only, no map, a small page cache) and close it when done: the OS
-still caches the pages, outside the process.
+Why: the genome's connections may read through a memory map (`[genome] mmap_mb`, off
+by default), and every page a read touches then stays mapped, counted in the server's
+resident memory, for as long as the connection lives — one per thread; without the map
+each connection keeps up to 32 MB of pages in its own cache. A count of the genes table
+or a scan of every vector (~1.5 GB at 1M genes) would fill either. Reads that walk the
+whole table open this one instead (read-only, no map, SQLite's small default cache) and
+close it when done: the OS still caches the pages, outside the process.
 """
 
 from __future__ import annotations

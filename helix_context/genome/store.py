@@ -31,7 +31,7 @@ from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
-MMAP_BYTES = 1 << 30  # [genome] mmap_mb
+MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
            "decode_vector", "encode_vector"]
@@ -155,8 +155,8 @@ class Genome(LearningMixin, MaintenanceMixin):
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -32000")
-        # reads through one memory map shared by every thread's connection: each connection's own page
-        # cache starts cold, and the server's threads each hold one (measured on 90k genes over HTTP)
+        # an optional memory map ([genome] mmap_mb): each connection maps the file again and every page a
+        # thread touched stays counted in the server's resident memory; off by default (README, at scale)
         conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
         with self._connections_lock:
             self._connections.append(conn)
