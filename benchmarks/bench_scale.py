@@ -64,7 +64,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from _results import write_results  # noqa: E402
-from bench_server import drive, free_port, stop, summary, wait_healthy  # noqa: E402
+from bench_server import cpu_s, drive, free_port, stop, summary, wait_healthy  # noqa: E402
 
 MAX_FILE = 2_000_000
 SERVER_SCRIPT = """
@@ -280,10 +280,14 @@ def serve_and_measure(home: Path, qs: list[str], args: argparse.Namespace, extra
         asyncio.run(drive(url, ctx[:10] + pkt[:10], 1, timeout=600))  # parts load, the dense index opens
         warm_s = time.perf_counter() - t
         out = {"warmup_s": round(warm_s, 1)}
-        for name, reqs in (("context", ctx), ("packet", pkt)):
-            lat, errors = asyncio.run(drive(url, reqs, 1))
-            out[name] = {**summary(lat), "errors": errors}
         ps = psutil.Process(proc.pid)
+        for name, reqs in (("context", ctx), ("packet", pkt)):
+            cpu = cpu_s(ps)
+            lat, errors = asyncio.run(drive(url, reqs, 1))
+            # the server's CPU seconds per request: what a query costs, apart from waiting for a shared core
+            out[name] = {**summary(lat), "errors": errors,
+                         "cpu_ms": round((cpu_s(ps) - cpu) / max(len(reqs), 1) * 1000, 1)}
+        out["load_avg"] = [round(x, 1) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
         out["server_rss_mb"] = round(ps.memory_info().rss / 2**20)
         out["server_peak_rss_mb"] = round(proc_status(proc.pid, "VmHWM") / 2**20)
         # the genome is read through a memory map: its pages count in RSS but are the OS page cache's,
@@ -473,8 +477,10 @@ def serve_only(args: argparse.Namespace) -> dict:
             finally:
                 shutil.rmtree(home, ignore_errors=True)
             print(f"  round {round_no + 1}, {snap.name}: /context p50 {serve['context']['p50_ms']} "
-                  f"p95 {serve['context']['p95_ms']} ms; /context/packet p50 {serve['packet']['p50_ms']} "
-                  f"p95 {serve['packet']['p95_ms']} ms; RSS {serve['server_rss_mb']} MB", flush=True)
+                  f"p95 {serve['context']['p95_ms']} ms (CPU {serve['context']['cpu_ms']} ms); /context/packet p50 "
+                  f"{serve['packet']['p50_ms']} p95 {serve['packet']['p95_ms']} ms (CPU {serve['packet']['cpu_ms']} ms); "
+                  f"RSS {serve['server_rss_mb']} MB (own {serve['server_rss_anon_mb']}); load {serve['load_avg']}",
+                  flush=True)
     points = []
     for snap in snaps:
         point = json.loads((snap / "point.json").read_text())
@@ -492,8 +498,9 @@ def report(results: dict) -> None:
     pts = results["points"]
     print()
     print(f"| genes | raw MB | ingest MB/s | ingest peak MB | /context p50 / p95 ms | /context/packet p50 / p95 ms "
-          f"| server RSS MB (own / mapped files) | DB / raw | recall@100 (graph vs scan) | graph / scan ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"| server CPU ms per request (context / packet) | load avg | server RSS MB (own / mapped files) | DB / raw "
+          f"| recall@100 (graph vs scan) | graph / scan ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in pts:
         print(f"{p['genes']} genes: ingest MB/s measured on {p.get('ingest_measured_on', 'the whole step')}; "
               f"vectors: {p.get('vectors', 'all embedded')}")
@@ -501,13 +508,14 @@ def report(results: dict) -> None:
         s, d = p["serve"], p.get("dense") or {}
         print(f"| {p['genes']} | {p['raw_mb']} | {p['ingest_mb_s']} | {p['ingest_peak_rss_mb']} "
               f"| {s['context']['p50_ms']} / {s['context']['p95_ms']} | {s['packet']['p50_ms']} / {s['packet']['p95_ms']} "
+              f"| {s['context'].get('cpu_ms', '-')} / {s['packet'].get('cpu_ms', '-')} | {s.get('load_avg', ['-'])[0]} "
               f"| {s['server_rss_mb']} ({s.get('server_rss_anon_mb', '-')} / {s.get('server_rss_file_mb', '-')}) "
               f"| {p['db_over_raw']} | {d.get('recall_at_100', '-')} "
               f"| {d.get('graph_ms', '-')} / {d.get('scan_ms', '-')} |")
     if "exact_baseline" in results:
         b = results["exact_baseline"]
         print(f"| {b['genes']} (graph off: baseline) | | | | {b['context']['p50_ms']} / {b['context']['p95_ms']} "
-              f"| {b['packet']['p50_ms']} / {b['packet']['p95_ms']} | {b['server_rss_mb']} | | | |")
+              f"| {b['packet']['p50_ms']} / {b['packet']['p95_ms']} | | | {b['server_rss_mb']} | | | |")
     if len(pts) >= 2:
         small, big = pts[0], pts[-1]
         for name in ("context", "packet"):
