@@ -25,7 +25,11 @@ For each size, in the same run, on the same genome grown in steps:
   `helix ingest` CLI in a subprocess, and its peak memory (the CLI and its parse workers);
 - `/context` and `/context/packet` p50 / p95 over HTTP at one client, with
   natural-language questions made from the corpus' own docstrings and function names;
-- server RSS after the queries (and its peak);
+- the server's CPU milliseconds per request and the load average (on a shared machine the
+  p95 moves with the load; the CPU cost does not);
+- server RSS after the queries (and its peak, its own and mapped-file parts, the number of
+  maps of the genome, threads), what `/health` and `/stats` cost (what a supervisor polls),
+  and the dense index as `/health` reports it;
 - DB size (genome.db + WAL + genome.db.ann) over the raw size of the ingested files;
 - dense recall@100 of the HNSW graph against the exact scan of the same vectors, and
   both search times (in this process, on the genome the server wrote);
