@@ -45,7 +45,7 @@ class GenomeSettings:
     path: str = ""  # empty: HELIX_HOME/genome.db
     busy_timeout_ms: int = 10_000
     aging_after_days: float = 30.0  # genes neither delivered nor re-verified this long become "aging"
-    mmap_mb: int = 1024  # genome read through a shared memory map up to this size (0: off); see README, at scale
+    mmap_mb: int = 0  # genome read through a memory map up to this size per connection (0: off); see README, at scale
 
 
 @dataclass(frozen=True)

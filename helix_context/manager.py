@@ -27,6 +27,7 @@ from helix_context.config import Settings, load_config
 from helix_context.assemble import ContextWindow, assemble
 from helix_context.context_packet import build_context_packet
 from helix_context.genome import activity_sql
+from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock
 from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
@@ -87,6 +88,7 @@ class HelixContextManager:
         self.settings = settings or load_config()
         self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
                                        mmap_bytes=self.settings.genome.mmap_mb * 2**20)
+        self._polled_stats = PolledStats(lambda: self.genome.stats(), lambda: self.genome.generation())
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
         self.embedder_part = Part("embeddings", self._load_embedder)
         self.tagger_part = Part("ner", self._load_tagger)
@@ -399,7 +401,7 @@ class HelixContextManager:
     # ── stats / health ──
 
     def stats(self) -> dict[str, Any]:
-        data = self.genome.stats()
+        data = self._polled_stats.get()  # polled every few seconds: a full count only when it changed (polled_stats.py)
         data["parts"] = self.parts()
         data["genome_path"] = str(self.genome.path)
         data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
@@ -411,7 +413,7 @@ class HelixContextManager:
         cached = getattr(self, "_gauges", None)
         if cached is not None and now - cached[0] < 5.0:
             return cached[1]
-        stats = self.genome.stats()
+        stats = self._polled_stats.get()
         data = {"genes_by_tier": stats["genes_by_tier"], "db_bytes": stats["db_bytes"], "wal_bytes": stats["wal_bytes"]}
         self._gauges = (now, data)
         return data
@@ -420,8 +422,9 @@ class HelixContextManager:
         parts = self.parts()
         degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]
         try:
-            genes = self.genome.stats()["total_genes"]
-            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes}
+            genes = self.genome.live_gene_count()  # cached per generation: /health is polled, stats() scans
+            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes,
+                      "dense_index": self.genome.vector_index().describe(self.settings.retrieval.ann_threshold)}
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")

@@ -15,7 +15,12 @@ benchmarks/bench_ann.py measured it against hnswlib (float32 only: 4x the memory
   genes per query, so one query never pays for a whole ingest; until the rest is
   replayed the index may still return a gene that was retired, which retrieval drops
   (it reads every candidate's row anyway).
-- Saved (temp file + os.replace) when `SAVE_EVERY` changes are pending and on close.
+- Memory: the saved graph is memory-mapped read-only (usearch's view), not loaded: ~530 MB at
+  1M genes that the OS pages in as searches touch them and may drop again, instead of process
+  memory that stays. Changes since the file was written go to a small in-memory graph (the
+  delta) and a set of file keys that left or changed; searches ask both. When the delta holds
+  `MERGE_AT` changes, at server start, and on close, it is folded into the file (loaded
+  whole for that moment, written to a temp file, os.replace, mapped again).
 - Retention: a removed key leaves a tombstone in the graph; once removals since the last build
   pass `COMPACT_AFTER` and half the live count, the next load (server start) rebuilds it compact.
 """
@@ -35,13 +40,15 @@ from pathlib import Path
 import numpy as np
 
 from helix_context.genome import vectors
+from helix_context.genome.scan import scan_connection
 
 log = logging.getLogger("helix.genome.ann")
 
 FORMAT = 1
 SYNC_BATCH = 20_000  # change-log entries replayed per query at most
-SAVE_EVERY = 50_000  # pending changes that trigger a save during queries
+MERGE_AT = 50_000  # changes held in memory (delta + file keys gone) that trigger a merge into the file
 OVERSAMPLE = 2  # graph candidates per wanted neighbour, rescored with the genome's own codes
+REBUILD_AFTER = 100_000  # at start, more pending changes than this (and than the graph holds): build afresh
 COMPACT_AFTER = 10_000  # removals (and at least half the live count) after which a load rebuilds the graph
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
@@ -79,33 +86,61 @@ def _new_index():  # noqa: ANN202 - usearch types are optional at import time
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
 
 
+def _prefetch(path: Path) -> None:
+    """Ask the OS to read the graph file into its page cache now (Linux; a hint elsewhere skipped).
+
+    A mapped graph is paged in by the searches that touch it; after a restart, or when
+    the OS had dropped the file, the first few hundred searches would each wait on disk.
+    One sequential read-ahead at load costs ~1 s for 1M genes and keeps those waits out
+    of queries. The pages stay the OS cache's: they enter the server's resident memory
+    only as searches touch them, and can be dropped again under memory pressure.
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _as_float(codes: np.ndarray) -> np.ndarray:
     # usearch quantises floats to int8 as round(x * 127): hand it the codes scaled to [-1, 1]
     return codes.astype(np.float32) / 127.0
 
 
 class VectorIndex:
-    """One genome's dense index. Thread-safe; one per Genome object."""
+    """One genome's dense index: the mapped graph file plus an in-memory delta. Thread-safe; one per Genome."""
 
     def __init__(self, genome_path: Path, connect: Callable[[], sqlite3.Connection],
                  trim: Callable[[int], None] | None = None) -> None:
+        self.genome_path = Path(genome_path)
         self.path = Path(str(genome_path) + ".ann")
         self.meta_path = Path(str(genome_path) + ".ann.json")
         self._connect = connect
         self._trim = trim
         self._lock = threading.RLock()
-        self._index = None
-        self._seq = 0  # change-log position applied
-        self._saved_seq = 0
-        self._pending = 0  # changes applied since the last save
-        self._removed = 0  # keys removed since the graph was built: removal leaves a tombstone in it
+        self._base = None  # the graph as saved: a read-only map of the file (or in memory if it cannot be saved)
+        self._mapped = False
+        self._delta = None  # vectors that appeared or changed since the file was written
+        self._delta_keys: set[int] = set()
+        self._gone: set[int] = set()  # keys of the file's graph that were removed or changed since
+        self._seq = 0  # change-log position applied (file + delta)
+        self._saved_seq = 0  # change-log position the file holds
+        self._removed = 0  # tombstones in the file's graph (removals since it was built)
         self.rebuilds = 0  # times built from the genes table (tests and /health read it)
+        self.merges = 0  # times the delta was folded into the file
 
     # ── loading ──
 
-    def _load(self) -> None:
+    def _load(self, *, rebuild: bool = False) -> None:
         conn = self._connect()
-        index, seq, removed = self._read_file()
+        index, seq, removed = (None, 0, 0) if rebuild else self._read_file()
         first = vectors.first_change(conn)
         if index is not None and first is not None and first > seq + 1:
             log.warning("dense index %s is older than the change log kept (%d < %d): rebuilding", self.path, seq, first)
@@ -113,19 +148,26 @@ class VectorIndex:
         if index is not None and removed > max(COMPACT_AFTER, len(index) // 2):
             log.info("dense index %s: %d removals since it was built: rebuilding it compact", self.path, removed)
             index = None  # retention: tombstones never outgrow the live vectors for long
+        self._drop_base()
+        self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
         if index is None:
-            index, seq = self._build(conn), vectors.last_change(conn)
-            self._index, self._seq, self._saved_seq, self._pending, self._removed = index, seq, 0, 1, 0
-            self.save()
+            seq = vectors.last_change(conn)  # before the scan: what comes after is replayed, twice is harmless
+            full = self._build()
+            self._seq = self._saved_seq = 0
+            self._removed = 0
+            self._install(full, seq)
             return
-        self._index, self._seq, self._saved_seq, self._pending, self._removed = index, seq, seq, 0, removed
+        self._base, self._mapped = index, True
+        self._seq = self._saved_seq = seq
+        self._removed = removed
 
     def _read_file(self):  # noqa: ANN202
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("format") != FORMAT or meta.get("dim") != vectors.EMBED_DIM:
                 return None, 0, 0
-            index = _usearch_index_class().restore(str(self.path))
+            _prefetch(self.path)
+            index = _usearch_index_class().restore(str(self.path), view=True)
             if index is None or index.ndim != vectors.EMBED_DIM or len(index) != int(meta["count"]):
                 raise ValueError(f"holds {None if index is None else len(index)} vectors, "
                                  f"its sidecar says {meta.get('count')}")
@@ -137,83 +179,156 @@ class VectorIndex:
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
             return None, 0, 0
 
-    def _build(self, conn: sqlite3.Connection):  # noqa: ANN202
+    def _build(self):  # noqa: ANN202
+        """The graph of every live vector, read through a connection without the memory map (genome/scan.py)."""
         started = time.perf_counter()
         index = _new_index()
         total = 0
-        for rowids, codes in vectors.iter_live_vectors(conn):
-            index.add(rowids.astype(np.uint64), _as_float(codes))
-            total += len(rowids)
+        conn = scan_connection(self.genome_path)
+        try:
+            for rowids, codes in vectors.iter_live_vectors(conn):
+                index.add(rowids.astype(np.uint64), _as_float(codes))
+                total += len(rowids)
+        finally:
+            conn.close()
         self.rebuilds += 1
         log.info("dense index %s: built from %d vectors in %.1f s", self.path, total, time.perf_counter() - started)
         return index
 
+    def _drop_base(self) -> None:
+        if self._base is not None and self._mapped:
+            try:
+                self._base.reset()  # unmaps the file (Windows cannot replace a mapped file)
+            except Exception:  # noqa: BLE001 - an index already gone
+                pass
+        self._base, self._mapped = None, False
+
+    def _install(self, full, seq: int) -> None:  # noqa: ANN001
+        """Write `full` (in memory, holding everything up to `seq`) to the file and map it instead.
+
+        If it cannot be written (full disk, read-only folder), it stays in memory as the
+        base: nothing is lost, the change log keeps what the file lacks.
+        """
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            full.save(str(tmp))
+            self._drop_base()
+            os.replace(tmp, self.path)
+            meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": seq, "count": len(full),
+                    "removed": self._removed}
+            tmp_meta = self.meta_path.with_name(self.meta_path.name + ".tmp")
+            tmp_meta.write_text(json.dumps(meta))
+            os.replace(tmp_meta, self.meta_path)
+            mapped = _usearch_index_class().restore(str(self.path), view=True)
+            if mapped is None:
+                raise OSError("the file just written cannot be mapped")
+        except OSError as exc:
+            log.warning("dense index %s not saved (%s); it is rebuilt or replayed on the next start", self.path, exc)
+            self._drop_base()
+            self._base, self._mapped = full, False
+            self._seq = max(self._seq, seq)
+            return
+        mapped.expansion_search = EXPANSION_SEARCH
+        self._base, self._mapped = mapped, True
+        self._seq = max(self._seq, seq)
+        self._saved_seq = seq
+        if self._trim is not None:
+            self._trim(seq)
+
     # ── keeping in step ──
 
-    def sync(self, *, batch: int | None = None) -> None:
+    def sync(self, *, batch: int | None = None, conn: sqlite3.Connection | None = None) -> None:
         """Replay the change log after what this index holds (at most `batch`, default SYNC_BATCH, entries)."""
         batch = SYNC_BATCH if batch is None else batch
         with self._lock:
-            if self._index is None:
+            if self._delta is None:
                 self._load()
-            conn = self._connect()
+            conn = conn or self._connect()
             first = vectors.first_change(conn)
             if first is not None and first > self._seq + 1:
-                self._index = None  # another process trimmed past us: its saved file is newer
-                self._load()
+                self._load()  # another process trimmed past us: its saved file is newer
             seq, rowids = vectors.changes_after(conn, self._seq, batch)
             if not rowids:
                 return
             live_ids, codes = vectors.live_vectors_of(conn, rowids)
-            keys = np.asarray(rowids, dtype=np.uint64)
-            present = np.fromiter((k in self._index for k in rowids), dtype=bool, count=len(rowids))
-            if present.any():
-                self._index.remove(keys[present])
-                self._removed += int(present.sum())
+            stale = [k for k in rowids if k in self._delta_keys]
+            if stale:
+                self._delta.remove(np.asarray(stale, dtype=np.uint64))
+                self._delta_keys.difference_update(stale)
+            if self._base is not None and len(self._base):
+                self._gone.update(k for k in rowids if k not in self._gone and k in self._base)
             if len(live_ids):
-                self._index.add(live_ids.astype(np.uint64), _as_float(codes))
+                self._delta.add(live_ids.astype(np.uint64), _as_float(codes))
+                self._delta_keys.update(live_ids.tolist())
             self._seq = seq
-            self._pending += len(rowids)
-            if self._pending >= SAVE_EVERY:
-                self.save()
+            if len(self._delta_keys) + len(self._gone) >= MERGE_AT:
+                self._merge(conn)
+
+    def _merge(self, conn: sqlite3.Connection) -> None:
+        """Fold the delta and the keys gone into the graph file (loaded whole for the moment it takes)."""
+        if not self._delta_keys and not self._gone:
+            return
+        started = time.perf_counter()
+        if self._mapped:
+            full = _usearch_index_class().restore(str(self.path), view=False)
+            if full is None or len(full) != len(self._base):  # replaced by another process: start from it
+                self._load()
+                return
+            full.expansion_search = EXPANSION_SEARCH
+        else:
+            full = self._base if self._base is not None else _new_index()
+        gone = [k for k in self._gone if k in full]
+        if gone:
+            full.remove(np.asarray(gone, dtype=np.uint64))
+            self._removed += len(gone)
+        ids, codes = vectors.live_vectors_of(conn, sorted(self._delta_keys))  # the genome's current codes
+        if len(ids):
+            full.add(ids.astype(np.uint64), _as_float(codes))
+        self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
+        self._install(full, self._seq)
+        self.merges += 1
+        log.info("dense index %s: %d changes merged in %.1f s", self.path, len(gone) + len(ids),
+                 time.perf_counter() - started)
 
     def warm(self) -> None:
-        """Load the index and replay every pending change now (server start), not in the first queries."""
+        """Load the index, replay every pending change and fold it into the file (server start)."""
         with self._lock:
-            while True:
-                before = self._seq
-                self.sync()
-                if self._seq == before:
-                    return
+            if self._delta is None:
+                self._load()
+            behind = vectors.last_change(self._connect()) - self._seq
+            if behind > max(REBUILD_AFTER, self.held()):
+                # more changed than the graph holds (a big ingest by the CLI): building afresh is faster
+                log.info("dense index %s: %d changes to replay: rebuilding it", self.path, behind)
+                self._load(rebuild=True)
+            scan = scan_connection(self.genome_path)  # the whole catch-up reads through no memory map
+            try:
+                while True:
+                    before = self._seq
+                    self.sync(conn=scan)
+                    if self._seq == before:
+                        break
+                self._merge(scan)
+            finally:
+                scan.close()
 
     def save(self) -> None:
-        """Write the index and its sidecar atomically, then drop the log entries it now holds."""
+        """Fold what is held in memory into the file (which trims the change log it now holds)."""
         with self._lock:
-            if self._index is None or self._pending == 0:
-                return
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            try:
-                self._index.save(str(tmp))
-                os.replace(tmp, self.path)
-                meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": self._seq, "count": len(self._index),
-                        "removed": self._removed}
-                tmp_meta = self.meta_path.with_name(self.meta_path.name + ".tmp")
-                tmp_meta.write_text(json.dumps(meta))
-                os.replace(tmp_meta, self.meta_path)
-            except OSError as exc:  # full disk, read-only folder: the log keeps what the file lacks
-                log.warning("dense index %s not saved (%s); it is rebuilt or replayed on the next start", self.path, exc)
-                return
-            self._saved_seq, self._pending = self._seq, 0
-            if self._trim is not None:
-                self._trim(self._seq)
+            if self._delta is not None:
+                self._merge(self._connect())
 
     # ── queries ──
+
+    def held(self) -> int:
+        """Live vectors held now, without replaying what changed since."""
+        with self._lock:
+            base = len(self._base) if self._base is not None else 0
+            return base - len(self._gone) + len(self._delta_keys)
 
     def __len__(self) -> int:
         """Live vectors held, after replaying the changes not yet applied."""
         self.sync()
-        with self._lock:
-            return len(self._index)
+        return self.held()
 
     def search(self, query: np.ndarray, k: int, *, exact_below: int = 20_000, exact: bool | None = None,
                rescore: bool = True) -> Hits:
@@ -224,20 +339,35 @@ class VectorIndex:
         them. So `OVERSAMPLE`·k candidates are taken from it and rescored against the
         genome's own int8 codes (per-vector scale, full 8 bits) with the float query —
         the scores the exact scan of the genome gives. Retired genes drop out here too.
+        Candidates come from the file's graph (less the keys gone since) and the delta.
         """
         self.sync()
         with self._lock:
-            n = len(self._index)
-            if n == 0 or k <= 0:
+            n = self.held()
+            if n <= 0 or k <= 0:
                 return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), True)
             use_exact = n < exact_below if exact is None else exact
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             peak = float(np.max(np.abs(q))) or 1.0
-            found = self._index.search(q / peak, min(k * (OVERSAMPLE if rescore else 1), n), exact=use_exact)
-        keys = np.asarray(found.keys, dtype=np.int64)
+            want = min(k * (OVERSAMPLE if rescore else 1), n)
+            keys_parts, dist_parts = [], []
+            for index, extra in ((self._base, len(self._gone)), (self._delta, 0)):
+                if index is None or len(index) == 0:
+                    continue
+                found = index.search(q / peak, min(want + min(extra, want), len(index)), exact=use_exact)
+                keys = np.asarray(found.keys, dtype=np.int64)
+                dist = np.asarray(found.distances, dtype=np.float32)
+                if extra:
+                    keep = np.fromiter((int(x) not in self._gone for x in keys), dtype=bool, count=len(keys))
+                    keys, dist = keys[keep], dist[keep]
+                keys_parts.append(keys)
+                dist_parts.append(dist)
+        keys = np.concatenate(keys_parts) if keys_parts else np.zeros(0, np.int64)
+        dist = np.concatenate(dist_parts) if dist_parts else np.zeros(0, np.float32)
         if not rescore:
-            return Hits(keys, 1.0 - np.asarray(found.distances, dtype=np.float32), use_exact)
-        ids, codes = vectors.live_vectors_of(self._connect(), keys.tolist())
+            order = np.argsort(dist, kind="stable")[:k]
+            return Hits(keys[order], 1.0 - dist[order], use_exact)
+        ids, codes = vectors.live_vectors_of(self._connect(), list(dict.fromkeys(keys.tolist())))
         if len(ids) == 0:
             return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), use_exact)
         unit = codes.astype(np.float32)
@@ -245,12 +375,35 @@ class VectorIndex:
         order = np.argsort(-sims, kind="stable")[:k]
         return Hits(ids[order], sims[order].astype(np.float32), use_exact)
 
+    def describe(self, exact_below: int) -> dict:
+        """What /health shows: how a query searches (exact scan or HNSW graph), vectors held, file size.
+
+        Never waits: while the index is being loaded or rebuilt (server start on a big
+        genome) it says "loading" instead of blocking the health check on the lock.
+        """
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0
+        info = {"file": str(self.path), "file_bytes": size, "threshold": exact_below}
+        if not self._lock.acquire(blocking=False):
+            return {**info, "status": "loading"}
+        try:
+            if self._delta is None:
+                return {**info, "status": "not loaded"}
+            n = self.held()
+            return {**info, "status": "ok", "kind": "exact" if n < exact_below else "hnsw", "vectors": n,
+                    "file_mapped": self._mapped, "in_memory_changes": len(self._delta_keys) + len(self._gone)}
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         with self._lock:
             try:
-                if self._index is not None:
+                if self._delta is not None:
                     self.sync()  # the file then holds everything: the next start replays nothing
-                self.save()
+                    self.save()
             except sqlite3.Error as exc:
                 log.warning("dense index %s: change log not trimmed (%s)", self.path, exc)
-            self._index = None
+            self._drop_base()
+            self._delta, self._delta_keys, self._gone = None, set(), set()

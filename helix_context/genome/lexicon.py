@@ -12,8 +12,10 @@ genes, against 2-10 ms for the vocabulary lookup and ~100 ms to rank it by BM25)
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 
+from helix_context.genome import symbols_sql
 from helix_context.genome.fts_text import quote_term
 
 
@@ -35,3 +37,78 @@ def word_doc_counts_upto(conn: sqlite3.Connection, words: Iterable[str], cap: in
         if n:
             out[word] = n
     return out
+
+
+class ExactDocCounts:
+    """Exact genes-per-word counts (fts5vocab), remembered until the genome's generation changes.
+
+    The verdicts' relevance weighs a query's words by idf, so it needs exact counts;
+    fts5vocab walks a word's whole posting list for one (tens of ms for a common word
+    at 1M genes), and questions share their common words ("where", "code", "call").
+    Kept per generation, so an ingest clears it and no answer ever uses a stale count.
+    Retention: at most `limit` words, emptied when full.
+    """
+
+    def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
+        self._generation = generation
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._seen_at = -1
+        self._counts: dict[str, int] = {}
+
+    def get(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+        """Indexed term → genes holding it; terms no gene holds are left out (as symbols_sql.term_doc_counts)."""
+        generation = self._generation()
+        with self._lock:
+            if generation != self._seen_at or len(self._counts) > self._limit:
+                self._counts, self._seen_at = {}, generation
+            known = {t: self._counts[t] for t in terms if t in self._counts}
+        missing = [t for t in dict.fromkeys(terms) if t not in known]
+        if missing:
+            found = symbols_sql.term_doc_counts(conn, missing)
+            with self._lock:
+                if self._seen_at == generation:
+                    self._counts.update({t: found.get(t, 0) for t in missing})
+            known.update({t: found.get(t, 0) for t in missing})
+        return {t: n for t, n in known.items() if n}
+
+
+class CappedCounts:
+    """`word_doc_counts_upto`, remembered until the genome's generation changes: the same numbers, read once.
+
+    Questions share their common words, and a common word's capped count is its most
+    expensive lookup (cap+1 postings; at 1M genes the all-common path reads up to 24k
+    for each of six words). A count read under cap C is exact when it is ≤ C and means
+    "more than C" otherwise, so it answers any later cap it is known to satisfy; other
+    words and caps are read from the index. Retention: at most `limit` words, emptied when full.
+    """
+
+    def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
+        self._generation = generation
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._seen_at = -1
+        self._counts: dict[str, tuple[int, int]] = {}  # word → (count read, cap it was read under)
+
+    def get(self, conn: sqlite3.Connection, words: Iterable[str], cap: int) -> dict[str, int]:
+        """As word_doc_counts_upto(conn, words, cap)."""
+        generation = self._generation()
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        with self._lock:
+            if generation != self._seen_at or len(self._counts) > self._limit:
+                self._counts, self._seen_at = {}, generation
+            for word in dict.fromkeys(words):
+                known = self._counts.get(word)
+                if known is not None and (known[0] <= known[1] or cap <= known[1]):
+                    n = min(known[0], cap + 1)
+                    if n:
+                        out[word] = n
+                else:
+                    missing.append(word)
+        found = {w: doc_count_upto(conn, quote_term(w), cap) for w in missing}
+        with self._lock:
+            if self._seen_at == generation:
+                self._counts.update({w: (n, cap) for w, n in found.items()})
+        out.update({w: n for w, n in found.items() if n})
+        return out

@@ -5,9 +5,12 @@ A mixin of `Genome` (store.py), split from it so the store keeps to reading and 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
+from contextlib import closing
 from typing import Any
 
+from helix_context.genome.scan import scan_connection
 from helix_context.genome.schema import SCHEMA_VERSION
 
 
@@ -61,7 +64,10 @@ class MaintenanceMixin:
         return wal.stat().st_size if wal.exists() else 0
 
     def stats(self) -> dict[str, Any]:
-        c = self.conn
+        with closing(scan_connection(self.path)) as c:  # scans the genes table: never through the map (scan.py)
+            return self._stats(c)
+
+    def _stats(self, c: sqlite3.Connection) -> dict[str, Any]:
         live = "retired_at IS NULL"
         total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
         by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731

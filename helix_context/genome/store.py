@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,12 +25,13 @@ from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.maintenance import MaintenanceMixin
+from helix_context.genome.scan import scan_connection
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
-MMAP_BYTES = 1 << 30  # [genome] mmap_mb
+MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
            "decode_vector", "encode_vector"]
@@ -154,8 +155,8 @@ class Genome(LearningMixin, MaintenanceMixin):
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -32000")
-        # reads through one memory map shared by every thread's connection: each connection's own page
-        # cache starts cold, and the server's threads each hold one (measured on 90k genes over HTTP)
+        # an optional memory map ([genome] mmap_mb): each connection maps the file again and every page a
+        # thread touched stays counted in the server's resident memory; off by default (README, at scale)
         conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
         with self._connections_lock:
             self._connections.append(conn)
@@ -301,7 +302,8 @@ class Genome(LearningMixin, MaintenanceMixin):
         cached = self._live_count
         if cached is not None and cached[0] == generation:
             return cached[1]
-        n = symbols_sql.live_gene_count(self.conn)
+        with closing(scan_connection(self.path)) as conn:  # a full scan: never through the map (scan.py)
+            n = symbols_sql.live_gene_count(conn)
         self._live_count = (generation, n)
         return n
 

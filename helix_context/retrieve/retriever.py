@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from helix_context.config import Settings
-from helix_context.genome import symbols_sql
+from helix_context.genome import lexicon, symbols_sql
 from helix_context.genome.store import Genome
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
@@ -54,6 +54,8 @@ class Retriever:
         self.genome = genome
         self.settings = settings
         self.embedder_part = embedder_part
+        self.doc_counts = lexicon.ExactDocCounts(genome.generation)  # the packets' idf weights (context_packet)
+        self.capped_counts = lexicon.CappedCounts(genome.generation)  # the words each query searches (terms.py)
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
@@ -99,7 +101,7 @@ class Retriever:
         if not (qs.terms or qs.identifiers or qs.path_tokens or qs.phrases):
             return Evidence(qs, WeighedTerms(), {}, {}, None)
         t = time.perf_counter()
-        terms = weigh_terms(self.genome, qs)
+        terms = weigh_terms(self.genome, qs, cache=self.capped_counts)
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):

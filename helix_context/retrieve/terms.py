@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from helix_context.genome import lexicon
@@ -60,7 +61,10 @@ def stem_words(words: list[str]) -> list[str]:
     return stem(words)
 
 
-def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS) -> WeighedTerms:
+def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
+                cache: lexicon.CappedCounts | None = None) -> WeighedTerms:
+    """The query's words to search for. `cache`: a per-generation memory of the capped counts (same numbers)."""
+    count = cache.get if cache is not None else lexicon.word_doc_counts_upto
     counts: dict[str, int] = {}
     identifiers: set[str] = set()
     for word, n in qs.term_counts or tuple((t, 1) for t in qs.terms):
@@ -81,7 +85,7 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
     n = max(genome.live_gene_count(), 1)
     cutoff = max(1, min(int(COMMON_FRACTION * n), MAX_WORD_DOCS))
     first_of_stem = dict(zip(reversed(stems), reversed(written)))  # one count per stem
-    counted = lexicon.word_doc_counts_upto(conn, first_of_stem.values(), cutoff)
+    counted = count(conn, first_of_stem.values(), cutoff)
     docs = {stem: counted[word] for stem, word in first_of_stem.items() if word in counted}
     scored: dict[str, tuple[float, str, int]] = {}
     for word, stem in zip(written, stems):
@@ -94,7 +98,7 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
             scored[stem] = (weight, word, df)
     rare = {s: v for s, v in scored.items() if v[2] <= cutoff}
     if not rare:
-        return _all_common(conn, scored, n)
+        return _all_common(conn, scored, n, count)
     best: list[tuple[str, tuple[float, str, int]]] = []
     spent = 0
     for stem, v in sorted(rare.items(), key=lambda kv: -kv[1][0]):
@@ -107,7 +111,7 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
     if len(best) < MIN_SEARCH_TERMS:  # a short question: its common words too, as far as the budget goes
         common = sorted(((s, v) for s, v in scored.items() if s not in rare), key=lambda kv: -kv[1][0])
         common = common[:MIN_SEARCH_TERMS - len(best)]
-        recount = lexicon.word_doc_counts_upto(conn, [v[1] for _, v in common], POSTING_BUDGET)
+        recount = count(conn, [v[1] for _, v in common], POSTING_BUDGET)
         for stem, v in common:
             df = recount.get(v[1], POSTING_BUDGET + 1)
             if spent + df <= POSTING_BUDGET:
@@ -117,7 +121,8 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS)
                         {s: v[0] for s, v in best}, n)
 
 
-def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, int]], n: int) -> WeighedTerms:
+def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, int]], n: int,
+                count: Callable[..., dict[str, int]] = lexicon.word_doc_counts_upto) -> WeighedTerms:
     """Every word is common: the heaviest few that fit the budget together, else the genes holding all of them.
 
     The heaviest few words' counts are read again up to a higher cap. Those that fit the
@@ -129,7 +134,7 @@ def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, in
     if not scored:
         return WeighedTerms(genes=n)
     heaviest = sorted(scored.items(), key=lambda kv: -kv[1][0])[:MAX_COMMON]
-    recount = lexicon.word_doc_counts_upto(conn, [v[1] for _, v in heaviest], POSTING_BUDGET * 8)
+    recount = count(conn, [v[1] for _, v in heaviest], POSTING_BUDGET * 8)
     fitting: list[tuple[str, tuple[float, str, int]]] = []
     spent = 0
     for stem, v in heaviest:

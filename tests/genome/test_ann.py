@@ -157,9 +157,9 @@ def test_a_query_replays_a_bounded_batch_and_warm_replays_everything(tmp_path: P
     fill(g, vecs[100:], first=100)  # 200 changes waiting
     monkeypatch.setattr(ann, "SYNC_BATCH", 50)
     index.search(vecs[0], 5)  # a query pays for 50 of them, not for the whole ingest
-    assert len(index._index) == 150
+    assert index.held() == 150
     index.warm()  # server start: everything now
-    assert len(index._index) == 300
+    assert index.held() == 300
 
 
 def test_many_removals_make_the_next_load_rebuild_a_compact_graph(tmp_path: Path, monkeypatch) -> None:
@@ -182,3 +182,82 @@ def test_many_removals_make_the_next_load_rebuild_a_compact_graph(tmp_path: Path
     index = g.vector_index()
     assert len(index) == 100 and index.rebuilds == 1
     assert index.search(vecs[250], 1).rowids[0] == rowid_of(g, 250)
+
+
+def test_describe_says_how_queries_search_and_never_waits_for_a_load(tmp_path: Path) -> None:
+    import threading
+
+    vecs = clustered(300)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs)
+    index = g.vector_index()
+    assert index.describe(1000)["status"] == "not loaded"  # nothing searched yet: /health does not load it
+    index.warm()
+    small = index.describe(1000)
+    assert small["kind"] == "exact" and small["vectors"] == 300 and small["file_bytes"] > 300 * DIM
+    assert index.describe(100)["kind"] == "hnsw"
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:  # a rebuild in progress holds the lock for minutes on a big genome
+        with index._lock:
+            held.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    held.wait(5)
+    try:
+        assert index.describe(100)["status"] == "loading"
+    finally:
+        release.set()
+        worker.join()
+    g.close()
+
+
+def test_a_start_after_a_big_ingest_builds_afresh_instead_of_replaying(tmp_path: Path, monkeypatch) -> None:
+    from helix_context.genome import ann
+
+    vecs = clustered(700)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:200])
+    g.vector_index().warm()
+    g.close()  # the file holds 200 vectors
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[200:], first=200)  # another process (the CLI) adds 500 while no server runs
+    g.close()
+    monkeypatch.setattr(ann, "REBUILD_AFTER", 100)
+    g = Genome(tmp_path / "g.db")
+    index = g.vector_index()
+    index.warm()
+    assert index.rebuilds == 1 and len(index) == 700
+    assert index.search(vecs[650], 1).rowids[0] == rowid_of(g, 650)
+    g.close()
+    g = Genome(tmp_path / "g.db")  # and what it built was saved: the next start loads it
+    g.vector_index().warm()
+    assert g.vector_index().rebuilds == 0 and len(g.vector_index()) == 700
+    g.close()
+
+
+def test_the_graph_file_is_mapped_and_changes_are_folded_into_it(tmp_path: Path, monkeypatch) -> None:
+    """The saved graph is read through a map of its file; what changes since waits in memory until MERGE_AT."""
+    from helix_context.genome import ann
+
+    monkeypatch.setattr(ann, "MERGE_AT", 50)
+    vecs = clustered(400)
+    g = Genome(tmp_path / "g.db")
+    fill(g, vecs[:300])
+    index = g.vector_index()
+    index.warm()
+    assert index.describe(100)["file_mapped"] and index.describe(100)["in_memory_changes"] == 0
+    fill(g, vecs[300:340], first=300)  # 40 new: held in memory, found at once
+    assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
+    assert index.describe(100)["in_memory_changes"] == 40 and index.merges == 0
+    g.retire_source("f0.py")  # 100 of the file's keys leave: past MERGE_AT, folded into the file
+    assert len(index) == 240 and index.merges == 1 and index.describe(100)["in_memory_changes"] == 0
+    assert rowid_of(g, 10) not in set(index.search(vecs[10], 50).rowids.tolist())
+    assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
+    g.close()
+    g = Genome(tmp_path / "g.db")  # the file alone now holds all of it
+    assert len(g.vector_index()) == 240 and g.vector_index().rebuilds == 0
+    g.close()

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -203,3 +204,23 @@ def test_admin_shutdown_stops_the_backend_cleanly(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_health_reports_the_dense_index(settings, server_factory) -> None:
+    """/health says whether dense search scans or walks the graph, how many vectors, and the file's size."""
+    from helix_context.genome.store import Genome
+    from tests.genome.test_ann import clustered, fill
+
+    g = Genome(settings.genome_path)
+    fill(g, clustered(300))
+    g.close()
+    server = server_factory(settings.replace(retrieval={"ann_threshold": 100}))
+    deadline = time.monotonic() + 30
+    while True:  # the index loads in the background at start; /health answers meanwhile
+        dense = httpx.get(server.url + "/health").json()["genome"]["dense_index"]
+        if dense["status"] == "ok" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert dense["status"] == "ok" and dense["kind"] == "hnsw" and dense["vectors"] == 300
+    assert dense["threshold"] == 100 and dense["file_bytes"] > 300 * 384
+    assert httpx.get(server.url + "/health").json()["genome"]["genes"] == 300
