@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from helix_context.genome import fts_text, symbols_sql
+from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.ann import VectorIndex
+from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
@@ -116,7 +117,7 @@ def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
     )
 
 
-class Genome(LearningMixin, MaintenanceMixin):
+class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
@@ -225,30 +226,6 @@ class Genome(LearningMixin, MaintenanceMixin):
             self._forget_unindexed_changes()
         except sqlite3.OperationalError as exc:
             raise _friendly(exc, self.path) from None
-
-    def _match_fts_version(self) -> None:
-        """Re-index every live gene when the index was built by another text derivation.
-
-        The full-text table is contentless: a row is deleted by replaying the exact text
-        it was indexed with, so rows derived the old way could never be deleted cleanly.
-        One transaction: an interrupted rebuild leaves the old index, and the next open
-        starts it again.
-        """
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-        if row is not None and row[0] == str(FTS_VERSION):
-            return
-        with self.transaction() as tx:
-            row = tx.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-            if row is not None and row[0] == str(FTS_VERSION):
-                return  # another process rebuilt it while we waited for the write lock
-            live = tx.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NULL").fetchone()[0]
-            log.warning("genome %s: rebuilding the full-text index of %d genes for this version of Helix "
-                        "(once; the genes themselves are unchanged)", self.path, live)
-            tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
-            rows = self.conn.execute("SELECT id, content, tags, source_path FROM genes WHERE retired_at IS NULL")
-            for rowid, content, tags, path in rows:
-                self._fts_insert(tx, rowid, content, tags, path)
-            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
 
     def _forget_unindexed_changes(self) -> None:
         """No dense index on disk: the next one is built from the genes table, so the change log can go."""
@@ -453,23 +430,6 @@ class Genome(LearningMixin, MaintenanceMixin):
         result.added += 1
         return rowid
 
-    @staticmethod
-    def fts_values(content: str | bytes, tags: str, path: str | None, body: str | None = None) -> tuple[str, str, str]:
-        """The full-text row; `body` when the stored form already holds it (computed by a parse worker)."""
-        return (body if body is not None else fts_text.body_text(unpack_text(content)),
-                fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
-
-    def _fts_insert(self, tx: "_Tx", rowid: int, content: str | bytes, tags: str, path: str | None,
-                    body: str | None = None) -> None:
-        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
-                   (rowid, *self.fts_values(content, tags, path, body)))
-
-    def _fts_delete(self, tx: "_Tx", rowid: int) -> None:
-        row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
-        if row is not None:
-            tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
-                       (rowid, *self.fts_values(*row)))
-
     def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source
         self._fts_delete(tx, rowid)
@@ -550,21 +510,6 @@ class Genome(LearningMixin, MaintenanceMixin):
     def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
         return [tuple(r) for r in self.conn.execute(
             "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
-
-    def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
-        """(rowid, score) best first; score = -bm25 (higher is better). `match` is an FTS5 expression."""
-        if not match:
-            return []
-        expr = f"{{{column}}} : ({match})" if column else match
-        weights = "1.0, 0.6, 0.8"
-        try:
-            rows = self.conn.execute(
-                f"SELECT rowid, -bm25(genes_fts, {weights}) AS s FROM genes_fts WHERE genes_fts MATCH ? "
-                "ORDER BY bm25(genes_fts, " + weights + ") LIMIT ?", (expr, limit)).fetchall()
-        except sqlite3.OperationalError as exc:
-            log.debug("fts query %r failed: %s", expr, exc)
-            return []
-        return [(int(r[0]), float(r[1])) for r in rows]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()

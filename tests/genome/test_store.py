@@ -275,3 +275,25 @@ def test_a_gene_revived_in_another_file_keeps_the_full_text_index_sound(tmp_path
     assert len(g.fts_search('"unary"', 5)) == 1
     assert g.fts_search('"unary_minus"', 5) == [] and g.fts_search('"moved"', 5, column="path") == []
     assert g.fts_search('"new_tag"', 5, column="tags") == [] and g.fts_search('"old_tag"', 5, column="tags") == []
+
+
+def test_a_damaged_full_text_index_is_survived_and_rebuilt_at_the_next_open(tmp_path: Path, caplog) -> None:
+    """Stale postings (a delete replayed with other values than were indexed) make BM25 searches fail with
+    "database disk image is malformed": searches go on without full-text results, and the next open rebuilds."""
+    g = Genome(tmp_path / "g.db")
+    g.replace_source(rec("ops.py"), "ops.py", [(gene("def unary_minus(x):\n    return -x", "ops.py"), None)])
+    g.replace_source(rec("more.py"), "more.py", [(gene("def unary_plus(x):\n    return +x", "more.py"), None)])
+    rowid = g.fts_search('"minus"', 5)[0][0]
+    with g.transaction() as tx:  # the attack on the index: a delete that does not match what was indexed
+        tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, 'other', '', '')",
+                   (rowid,))
+    with pytest.raises(sqlite3.DatabaseError):  # the raw failure this guards against
+        g.conn.execute("SELECT rowid FROM genes_fts WHERE genes_fts MATCH '\"unary\"' ORDER BY bm25(genes_fts)").fetchall()
+    assert g.fts_search('"unary"', 5) == []
+    assert g.full_text_damaged()
+    assert any("full-text index is damaged" in r.getMessage() and "helix check" in r.getMessage() for r in caplog.records)
+    g.close()
+    g = Genome(tmp_path / "g.db")
+    assert not g.full_text_damaged()
+    assert len(g.fts_search('"unary"', 5)) == 2 and len(g.fts_search('"minus"', 5)) == 1
+    g.close()

@@ -1,0 +1,110 @@
+"""The genes' full-text index (FTS5, contentless): writing rows, searching, rebuilding, and surviving damage.
+
+A mixin of `Genome` (store.py). The index is contentless to keep the genome small, which has
+one sharp edge: a row is deleted by replaying the exact values it was indexed with, read
+back from the genes row. A delete with other values leaves postings behind for a row that
+no longer has a size record, and a later BM25 search meeting them fails with "database
+disk image is malformed". Writers keep the genes row and the index in step; if it happens
+anyway (an older version, a crash mid-way, a bug), searches go on without full-text
+results, the index is marked, and the next open of the genome rebuilds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+from helix_context.genome import fts_text
+from helix_context.genome.schema import FTS_VERSION
+from helix_context.genome.stored_form import unpack_text
+
+log = logging.getLogger("helix.genome")
+
+DAMAGED = "damaged"  # the meta fts_version value that makes the next open rebuild the index
+_BM25_WEIGHTS = "1.0, 0.6, 0.8"  # body, tags, path
+
+
+class FullTextMixin:
+    """Needs `conn`, `path`, `transaction` and `readonly` from Genome."""
+
+    conn: Any
+    path: Any
+    transaction: Any
+    readonly: bool
+    _fts_damage_reported: bool = False
+
+    def _match_fts_version(self) -> None:
+        """Re-index every live gene when the index was built by another text derivation, or was damaged.
+
+        Rows derived the old way could never be deleted cleanly. One transaction: an
+        interrupted rebuild leaves the old index, and the next open starts it again.
+        """
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+        if row is not None and row[0] == str(FTS_VERSION):
+            return
+        with self.transaction() as tx:
+            row = tx.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+            if row is not None and row[0] == str(FTS_VERSION):
+                return  # another process rebuilt it while we waited for the write lock
+            live = tx.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NULL").fetchone()[0]
+            why = "it was damaged" if row is not None and row[0] == DAMAGED else "for this version of Helix"
+            log.warning("genome %s: rebuilding the full-text index of %d genes (%s; once; the genes themselves "
+                        "are unchanged)", self.path, live, why)
+            tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
+            rows = self.conn.execute("SELECT id, content, tags, source_path FROM genes WHERE retired_at IS NULL")
+            for rowid, content, tags, path in rows:
+                self._fts_insert(tx, rowid, content, tags, path)
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (str(FTS_VERSION),))
+
+    @staticmethod
+    def fts_values(content: str | bytes, tags: str, path: str | None, body: str | None = None) -> tuple[str, str, str]:
+        """The full-text row; `body` when the stored form already holds it (computed by a parse worker)."""
+        return (body if body is not None else fts_text.body_text(unpack_text(content)),
+                fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
+
+    def _fts_insert(self, tx: Any, rowid: int, content: str | bytes, tags: str, path: str | None,
+                    body: str | None = None) -> None:
+        tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)",
+                   (rowid, *self.fts_values(content, tags, path, body)))
+
+    def _fts_delete(self, tx: Any, rowid: int) -> None:
+        row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
+        if row is not None:
+            tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
+                       (rowid, *self.fts_values(*row)))
+
+    def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
+        """(rowid, score) best first; score = -bm25 (higher is better). `match` is an FTS5 expression."""
+        if not match:
+            return []
+        expr = f"{{{column}}} : ({match})" if column else match
+        try:
+            rows = self.conn.execute(
+                f"SELECT rowid, -bm25(genes_fts, {_BM25_WEIGHTS}) AS s FROM genes_fts WHERE genes_fts MATCH ? "
+                f"ORDER BY bm25(genes_fts, {_BM25_WEIGHTS}) LIMIT ?", (expr, limit)).fetchall()
+        except sqlite3.OperationalError as exc:
+            log.debug("fts query %r failed: %s", expr, exc)
+            return []
+        except sqlite3.DatabaseError as exc:  # "database disk image is malformed": stale postings
+            self._full_text_damaged(exc)
+            return []
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def full_text_damaged(self) -> bool:
+        """Whether the index is marked for a rebuild at the next open (`helix check` reports it)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+        return row is not None and row[0] == DAMAGED
+
+    def _full_text_damaged(self, exc: sqlite3.DatabaseError) -> None:
+        if not self.readonly:
+            try:
+                with self.transaction(changes_genes=False) as tx:
+                    tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (DAMAGED,))
+            except Exception as mark_exc:  # noqa: BLE001 - busy or read-only: the next failing search marks it
+                log.info("genome %s: could not mark the full-text index for a rebuild yet (%s)", self.path, mark_exc)
+        if not self._fts_damage_reported:
+            self._fts_damage_reported = True
+            log.error("genome %s: the full-text index is damaged (%s). Searches go on without full-text results "
+                      "until it is rebuilt, which the next start does by itself: restart the backend (tray menu) "
+                      "or run `helix check`. No gene is lost.", self.path, exc)
