@@ -60,8 +60,18 @@ def _split_cached(name: str) -> tuple[str, ...]:
     # identifiers repeat across a code base: split each spelling once per process
     parts: list[str] = []
     for piece in name.split("_"):
-        if piece:
-            parts.extend(m.group(0).lower() for m in _CAMEL_RE.finditer(piece))
+        if not piece:
+            continue
+        # most pieces are one ASCII run of lower case and digits, or of capitals (snake_case,
+        # UPPER_CASE): what the camel regex gives for them, without running it
+        if piece.isascii() and piece.isalnum():
+            if piece.islower() or piece.isdigit():
+                parts.append(piece)
+                continue
+            if piece.isupper() and piece.isalpha():
+                parts.append(piece.lower())
+                continue
+        parts.extend(m.group(0).lower() for m in _CAMEL_RE.finditer(piece))
     if len(parts) < 2:
         return ()
     return tuple(parts)

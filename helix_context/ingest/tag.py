@@ -19,7 +19,11 @@ NER: the spaCy model is loaded once, lazily, with every pipe but ``ner`` (and a
 tok2vec it listens to) disabled, and runs in batches on at most ``ner_chars``
 characters of prose per chunk (``ner_log_chars`` for logs; code only with
 ``ner_code=True`` — its comments and docstrings — because the model costs
-~8 ms per 1000 characters, far below the ingest budget). When the model is missing, a blank English
+~8 ms per 1000 characters, far below the ingest budget), and on at most
+``ner_file_chars`` per file, from its opening on: a big tree of prose (the Linux
+kernel's 64 MB of documentation) would otherwise spend minutes in the model
+alone. Prose past that budget gets the names a regex finds (runs of capitalised
+words, e-mail addresses) at a hundredth of the cost. When the model is missing, a blank English
 pipeline with an ``entity_ruler`` (emails, title-case sequences, organisation
 suffixes) stands in (status ``"rules"``); when spaCy itself cannot be imported,
 or NER is disabled, status is ``"off"`` and the regex tags still work.
@@ -190,6 +194,25 @@ _STARTERS = frozenset(
     "Could Should Would Will May Might Must Please Let Example Examples Default Optional Otherwise Usage".split())
 
 
+_NAME_RUN = re.compile(r"[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def _name_runs(text: str) -> list[str]:
+    """Names without the model: runs of two or more capitalised words (a leading sentence opener
+    dropped, as in "The Linux Foundation") and e-mail addresses."""
+    out: list[str] = []
+    for run in _NAME_RUN.findall(text):
+        first, _, rest = run.partition(" ")
+        if first in _STARTERS and rest and "@" not in run:
+            run = rest.lstrip()
+            if " " not in run:
+                continue
+        name = _clean_entity(run)
+        if name:
+            out.append(name)
+    return out
+
+
 def _focus(text: str, limit: int) -> str:
     """The sentences of ``text`` that may hold a name, up to ``limit`` characters.
 
@@ -226,7 +249,7 @@ class Tagger:
 
     def __init__(self, ner_enabled: bool = True, model: str = "en_core_web_sm", *, max_tags: int = 48,
                  ner_chars: int = 1000, ner_log_chars: int = 300, ner_code: bool = False,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, ner_file_chars: int = 1000) -> None:
         self.ner_enabled = ner_enabled
         self.model = model
         self.max_tags = max_tags
@@ -234,8 +257,10 @@ class Tagger:
         self.ner_log_chars = ner_log_chars
         self.ner_code = ner_code
         self.batch_size = batch_size
+        self.ner_file_chars = ner_file_chars
         self._init_args = {"ner_enabled": ner_enabled, "model": model, "max_tags": max_tags, "ner_chars": ner_chars,
-                           "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size}
+                           "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size,
+                           "ner_file_chars": ner_file_chars}
         self._nlp: Any = None
         self._status: str | None = None
         self._lock = threading.Lock()
@@ -340,11 +365,19 @@ class Tagger:
             return ents
         idx: list[int] = []
         texts: list[str] = []
+        budget = self.ner_file_chars  # the model's share of this file, from its opening on
         for i in wanted:
             t = self._ner_input(chunks[i])
-            if t and _UPPER.search(t):
+            if not t or not _UPPER.search(t):
+                continue
+            if budget >= min(len(t), 200):
+                t = _cut(t, budget)
+                budget -= len(t)
                 idx.append(i)
                 texts.append(t)
+            else:
+                budget = 0
+                ents[i] = _name_runs(t)
         if not texts:
             return ents
         try:

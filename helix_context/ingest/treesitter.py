@@ -87,7 +87,21 @@ def parse_within_budget(parser: Any, src: bytes) -> Any | None:
     runs over budget (the read callback always returns consistent slices: feeding
     tree-sitter a truncated input mid-parse crashes some grammars); the parser is
     then reset so the next parse starts fresh.
+
+    The chunker and the symbol finder both ask for the tree of the same file, one
+    after the other: the last parse of each thread is kept (one tree, replaced by the
+    next parse), so a file is parsed once — parsing is most of the cost of a C file.
     """
+    last = getattr(_LOCAL, "last", None)
+    if last is not None and last[0] is parser and last[1] == src:
+        return last[2]
+    _LOCAL.last = None  # the previous tree goes before the next parse allocates its own
+    tree = _parse(parser, src)
+    _LOCAL.last = (parser, src, tree)
+    return tree
+
+
+def _parse(parser: Any, src: bytes) -> Any | None:
     budget = 0.02 + len(src) / _MIN_SPEED
     t0 = time.thread_time()
 
