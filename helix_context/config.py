@@ -96,7 +96,7 @@ class EmbeddingSettings:
 class NerSettings:
     enabled: bool = True
     model: str = "en_core_web_sm"
-    file_chars: int = 1000  # characters of each file's prose the model reads; the rest gets regex names
+    file_chars: int = 300  # characters of each file's prose the model reads; the rest gets regex names
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,13 @@ from typing import Any
 
 from helix_context.config import Settings
 from helix_context.genome.stored_form import StoredForm, stored_form
+from helix_context.ingest.detect import detect_type
 from helix_context.ingest.genes import TaggerLike, make_genes
+from helix_context.ingest.tag import NER_CONTENT_TYPES  # NER runs on these: such files stay in the main process
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.ingest")
 
-# NER runs on these content types only (see tag.py): such files stay in the main process
-_NER_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".log", ".text", ""})
 
 
 @dataclass(frozen=True)
@@ -304,11 +304,11 @@ class Scheduler:
         return slot.free and not self._needs_main(slot.job)
 
     def _needs_main(self, job: ParseJob) -> bool:
+        # by the type the parse will see, not the suffix: a Kconfig.debug or a README.ath9k read
+        # as prose in a worker would load the NER model there too (a second copy, ~100 MB)
         if getattr(self.tagger, "ner_enabled", False) is False:
             return False
-        name = job.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].lower()
-        suffix = name[name.rfind("."):] if "." in name.lstrip(".") else ""
-        return suffix in _NER_SUFFIXES
+        return detect_type(job.path, job.text)[0] in NER_CONTENT_TYPES
 
     def _unclaimed(self) -> bool:
         with self._lock:

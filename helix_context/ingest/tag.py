@@ -31,6 +31,7 @@ or NER is disabled, status is ``"off"`` and the regex tags still work.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -42,14 +43,14 @@ from typing import Any
 from helix_context.genome.fts_text import token_counts
 from helix_context.models import Chunk
 
-__all__ = ["Tagger", "NER_LABELS"]
+__all__ = ["Tagger", "NER_LABELS", "NER_CONTENT_TYPES"]
 
 log = logging.getLogger(__name__)
 
 # entity labels worth a tag (dates, numbers, money… are noise for retrieval)
 NER_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "PRODUCT", "NORP", "FAC", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE", "EMAIL"})
-_NER_TYPES = frozenset({"markdown", "text", "log"})
+NER_CONTENT_TYPES = frozenset({"markdown", "text", "log"})
 _SPACY_PIPES_UNUSED = ("tagger", "parser", "attribute_ruler", "lemmatizer", "senter", "morphologizer",
                        "textcat", "textcat_multilabel", "entity_linker", "spancat", "trainable_lemmatizer")
 
@@ -244,12 +245,20 @@ def _cut(text: str, limit: int) -> str:
     return text[: k if k > limit // 2 else limit]
 
 
+def _memory_zone(nlp: Any) -> Any:
+    """spaCy (3.8+) keeps every new word it tokenises in its vocabulary for good; inside a memory
+    zone the words a batch added are dropped at its end, so a big tree of prose does not grow the
+    process without bound. Docs must not outlive the zone (callers copy out the entity texts)."""
+    zone = getattr(nlp, "memory_zone", None)
+    return zone() if zone is not None else contextlib.nullcontext()
+
+
 class Tagger:
     """Regex tags + spaCy named entities for chunks. Thread-safe; load once, reuse."""
 
     def __init__(self, ner_enabled: bool = True, model: str = "en_core_web_sm", *, max_tags: int = 48,
                  ner_chars: int = 1000, ner_log_chars: int = 300, ner_code: bool = False,
-                 batch_size: int = 64, ner_file_chars: int = 1000) -> None:
+                 batch_size: int = 64, ner_file_chars: int = 300) -> None:
         self.ner_enabled = ner_enabled
         self.model = model
         self.max_tags = max_tags
@@ -356,7 +365,7 @@ class Tagger:
         if not self.ner_enabled:
             return ents
         wanted = [i for i, c in enumerate(chunks)
-                  if c.content_type in _NER_TYPES or (self.ner_code and c.content_type == "code")]
+                  if c.content_type in NER_CONTENT_TYPES or (self.ner_code and c.content_type == "code")]
         if not wanted:
             return ents
         self._ensure_nlp()
@@ -371,25 +380,22 @@ class Tagger:
             if not t or not _UPPER.search(t):
                 continue
             if budget >= min(len(t), 200):
-                t = _cut(t, budget)
-                budget -= len(t)
+                head = _cut(t, budget)
+                budget -= len(head)
+                if len(head) < len(t):  # the rest of this chunk's prose: regex names
+                    ents[i] = _name_runs(t[len(head):])
                 idx.append(i)
-                texts.append(t)
+                texts.append(head)
             else:
                 budget = 0
                 ents[i] = _name_runs(t)
         if not texts:
             return ents
         try:
-            with self._ner_lock:
-                docs = list(nlp.pipe(texts, batch_size=self.batch_size))
-            for i, doc in zip(idx, docs):
-                out = ents[i]
-                for ent in doc.ents:
-                    if ent.label_ in NER_LABELS:
-                        t = _clean_entity(ent.text)
-                        if t:
-                            out.append(t)
+            with self._ner_lock, _memory_zone(nlp):
+                for i, doc in zip(idx, nlp.pipe(texts, batch_size=self.batch_size)):
+                    found = [t for t in (_clean_entity(e.text) for e in doc.ents if e.label_ in NER_LABELS) if t]
+                    ents[i] = found + ents[i]
         except Exception as exc:  # a model hiccup must not fail the ingest
             log.warning("NER failed on a batch (%s); continuing without entities", exc)
         return ents
