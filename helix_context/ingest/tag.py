@@ -462,7 +462,7 @@ _COMPOUNDS: set[str] = set()
 _CAPITALISED: set[str] = set()
 _DOTTED: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {}
 _KNOWN: set[str] = set()
-_KNOWN_MAX = 300_000
+_KNOWN_MAX = 50_000  # emptied past this: see fts_text._WordParts.limit (memory on big trees)
 _KNOWN_LOCK = threading.Lock()
 
 
