@@ -140,8 +140,12 @@ def main() -> int:
                "progress_sample": bar[len(bar) // 2][:160] if bar else None}
     print(json.dumps(results, indent=2))
     if stopped:
+        per_file = results["cpu_s"] / max(results["files"] or 1, 1)
         print(f"stopped after {seconds:.0f} s: {results['files']} of {files} files ingested; at this rate the whole "
-              f"tree takes ~{size / 2**20 / max(results['mb_per_s'], 1e-9):.0f} s")
+              f"tree takes ~{size / 2**20 / max(results['mb_per_s'], 1e-9):.0f} s by bytes, "
+              f"~{files / max(results['files'] or 1, 1) * seconds:.0f} s by files; its CPU time at this cost a file "
+              f"~{per_file * files:.0f} CPU s (~{per_file * files / (os.cpu_count() or 1):.0f} s on "
+              f"{os.cpu_count()} cores to itself)")
     print(f"ingest of {results['files']} files ({report.get('bytes', 0) / 2**20:.0f} MB) in {seconds:.0f} s = "
           f"{results['mb_per_s']} MB/s, peak memory {results['peak_rss_mb']} MB "
           f"(running peak at each quarter: {results['peak_rss_by_quarter_mb']} MB); "
