@@ -226,9 +226,12 @@ class Scheduler:
         # waits for this process (which holds the GIL for up to a switch interval) to send more.
         self.depth = depth
         # Files read ahead of the next write. Deep enough that the main process has files of its
-        # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too.
+        # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too:
+        # a parsed file waiting for its turn weighs 3-5x its text (genes, packed and full-text forms),
+        # and a run of large generated headers (the kernel's AMD register maps) filled a 32 MB window
+        # with ~130 MB of results.
         self.window = max(start_after, 64) if self.pool else 1
-        self.window_bytes = 32_000_000
+        self.window_bytes = 8_000_000
         self._slots: deque[_Slot] = deque()
         self._lock = threading.RLock()
         self._failed: BaseException | None = None  # a worker failure seen on a result thread
