@@ -22,10 +22,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_config(args.config) if getattr(args, "config", None) else load_config()
 
 
-def _manager(args: argparse.Namespace):  # -> HelixContextManager (imported lazily: start-up time)
+def _manager(args: argparse.Namespace, settings: Settings | None = None):  # -> HelixContextManager (lazy import)
     from helix_context.manager import HelixContextManager
 
-    helix = HelixContextManager(_settings(args))
+    helix = HelixContextManager(settings or _settings(args))
     helix.actor = f"cli pid {os.getpid()}"  # the dashboard's activity panel names who did what
     return helix
 
@@ -38,7 +38,10 @@ def _print_json(data: Any) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    helix = _manager(args)
+    # A bulk write reads little back; through the memory map every page it touches would stay
+    # counted in this process (a kernel-sized genome: up to [genome] mmap_mb), so the CLI's
+    # ingest reads through SQLite's own bounded page cache instead. The server keeps the map.
+    helix = _manager(args, _settings(args).replace(genome={"mmap_mb": 0}))
     show_bar = not args.quiet and sys.stderr.isatty() or args.progress
     bar = None
     if show_bar:

@@ -96,6 +96,7 @@ class EmbeddingSettings:
 class NerSettings:
     enabled: bool = True
     model: str = "en_core_web_sm"
+    file_chars: int = 300  # characters of each file's prose the model reads; the rest gets regex names
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,7 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("sources", "missing_check_s"): 1,
     ("retrieval", "ann_threshold"): 0,
     ("genome", "mmap_mb"): 0,
+    ("ner", "file_chars"): 0,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {

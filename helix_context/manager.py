@@ -118,7 +118,8 @@ class HelixContextManager:
     def _new_tagger(self) -> Tagger:
         from helix_context.ingest.tag import Tagger
 
-        return Tagger(ner_enabled=self.settings.ner.enabled, model=self.settings.ner.model)
+        return Tagger(ner_enabled=self.settings.ner.enabled, model=self.settings.ner.model,
+                      ner_file_chars=self.settings.ner.file_chars)
 
     def _load_tagger(self) -> tuple[Tagger, str, str]:
         tagger = self._new_tagger()

@@ -31,13 +31,13 @@ from typing import Any
 
 from helix_context.config import Settings
 from helix_context.genome.stored_form import StoredForm, stored_form
+from helix_context.ingest.detect import detect_type
 from helix_context.ingest.genes import TaggerLike, make_genes
+from helix_context.ingest.tag import NER_CONTENT_TYPES  # NER runs on these: such files stay in the main process
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.ingest")
 
-# NER runs on these content types only (see tag.py): such files stay in the main process
-_NER_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".log", ".text", ""})
 
 
 @dataclass(frozen=True)
@@ -226,9 +226,12 @@ class Scheduler:
         # waits for this process (which holds the GIL for up to a switch interval) to send more.
         self.depth = depth
         # Files read ahead of the next write. Deep enough that the main process has files of its
-        # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too.
+        # own to parse while the workers start (~0.1-0.2 s) instead of waiting; bounded in bytes too:
+        # a parsed file waiting for its turn weighs 3-5x its text (genes, packed and full-text forms),
+        # and a run of large generated headers (the kernel's AMD register maps) filled a 32 MB window
+        # with ~130 MB of results.
         self.window = max(start_after, 64) if self.pool else 1
-        self.window_bytes = 32_000_000
+        self.window_bytes = 8_000_000
         self._slots: deque[_Slot] = deque()
         self._lock = threading.RLock()
         self._failed: BaseException | None = None  # a worker failure seen on a result thread
@@ -304,11 +307,11 @@ class Scheduler:
         return slot.free and not self._needs_main(slot.job)
 
     def _needs_main(self, job: ParseJob) -> bool:
+        # by the type the parse will see, not the suffix: a Kconfig.debug or a README.ath9k read
+        # as prose in a worker would load the NER model there too (a second copy, ~100 MB)
         if getattr(self.tagger, "ner_enabled", False) is False:
             return False
-        name = job.path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1].lower()
-        suffix = name[name.rfind("."):] if "." in name.lstrip(".") else ""
-        return suffix in _NER_SUFFIXES
+        return detect_type(job.path, job.text)[0] in NER_CONTENT_TYPES
 
     def _unclaimed(self) -> bool:
         with self._lock:

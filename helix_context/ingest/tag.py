@@ -19,7 +19,11 @@ NER: the spaCy model is loaded once, lazily, with every pipe but ``ner`` (and a
 tok2vec it listens to) disabled, and runs in batches on at most ``ner_chars``
 characters of prose per chunk (``ner_log_chars`` for logs; code only with
 ``ner_code=True`` — its comments and docstrings — because the model costs
-~8 ms per 1000 characters, far below the ingest budget). When the model is missing, a blank English
+~8 ms per 1000 characters, far below the ingest budget), and on at most
+``ner_file_chars`` per file, from its opening on: a big tree of prose (the Linux
+kernel's 64 MB of documentation) would otherwise spend minutes in the model
+alone. Prose past that budget gets the names a regex finds (runs of capitalised
+words, e-mail addresses) at a hundredth of the cost. When the model is missing, a blank English
 pipeline with an ``entity_ruler`` (emails, title-case sequences, organisation
 suffixes) stands in (status ``"rules"``); when spaCy itself cannot be imported,
 or NER is disabled, status is ``"off"`` and the regex tags still work.
@@ -27,6 +31,7 @@ or NER is disabled, status is ``"off"`` and the regex tags still work.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
@@ -38,14 +43,14 @@ from typing import Any
 from helix_context.genome.fts_text import token_counts
 from helix_context.models import Chunk
 
-__all__ = ["Tagger", "NER_LABELS"]
+__all__ = ["Tagger", "NER_LABELS", "NER_CONTENT_TYPES"]
 
 log = logging.getLogger(__name__)
 
 # entity labels worth a tag (dates, numbers, money… are noise for retrieval)
 NER_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "PRODUCT", "NORP", "FAC", "EVENT", "WORK_OF_ART", "LAW",
                         "LANGUAGE", "EMAIL"})
-_NER_TYPES = frozenset({"markdown", "text", "log"})
+NER_CONTENT_TYPES = frozenset({"markdown", "text", "log"})
 _SPACY_PIPES_UNUSED = ("tagger", "parser", "attribute_ruler", "lemmatizer", "senter", "morphologizer",
                        "textcat", "textcat_multilabel", "entity_linker", "spancat", "trainable_lemmatizer")
 
@@ -190,6 +195,25 @@ _STARTERS = frozenset(
     "Could Should Would Will May Might Must Please Let Example Examples Default Optional Otherwise Usage".split())
 
 
+_NAME_RUN = re.compile(r"[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def _name_runs(text: str) -> list[str]:
+    """Names without the model: runs of two or more capitalised words (a leading sentence opener
+    dropped, as in "The Linux Foundation") and e-mail addresses."""
+    out: list[str] = []
+    for run in _NAME_RUN.findall(text):
+        first, _, rest = run.partition(" ")
+        if first in _STARTERS and rest and "@" not in run:
+            run = rest.lstrip()
+            if " " not in run:
+                continue
+        name = _clean_entity(run)
+        if name:
+            out.append(name)
+    return out
+
+
 def _focus(text: str, limit: int) -> str:
     """The sentences of ``text`` that may hold a name, up to ``limit`` characters.
 
@@ -221,12 +245,20 @@ def _cut(text: str, limit: int) -> str:
     return text[: k if k > limit // 2 else limit]
 
 
+def _memory_zone(nlp: Any) -> Any:
+    """spaCy (3.8+) keeps every new word it tokenises in its vocabulary for good; inside a memory
+    zone the words a batch added are dropped at its end, so a big tree of prose does not grow the
+    process without bound. Docs must not outlive the zone (callers copy out the entity texts)."""
+    zone = getattr(nlp, "memory_zone", None)
+    return zone() if zone is not None else contextlib.nullcontext()
+
+
 class Tagger:
     """Regex tags + spaCy named entities for chunks. Thread-safe; load once, reuse."""
 
     def __init__(self, ner_enabled: bool = True, model: str = "en_core_web_sm", *, max_tags: int = 48,
                  ner_chars: int = 1000, ner_log_chars: int = 300, ner_code: bool = False,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, ner_file_chars: int = 300) -> None:
         self.ner_enabled = ner_enabled
         self.model = model
         self.max_tags = max_tags
@@ -234,8 +266,10 @@ class Tagger:
         self.ner_log_chars = ner_log_chars
         self.ner_code = ner_code
         self.batch_size = batch_size
+        self.ner_file_chars = ner_file_chars
         self._init_args = {"ner_enabled": ner_enabled, "model": model, "max_tags": max_tags, "ner_chars": ner_chars,
-                           "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size}
+                           "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size,
+                           "ner_file_chars": ner_file_chars}
         self._nlp: Any = None
         self._status: str | None = None
         self._lock = threading.Lock()
@@ -331,7 +365,7 @@ class Tagger:
         if not self.ner_enabled:
             return ents
         wanted = [i for i, c in enumerate(chunks)
-                  if c.content_type in _NER_TYPES or (self.ner_code and c.content_type == "code")]
+                  if c.content_type in NER_CONTENT_TYPES or (self.ner_code and c.content_type == "code")]
         if not wanted:
             return ents
         self._ensure_nlp()
@@ -340,23 +374,28 @@ class Tagger:
             return ents
         idx: list[int] = []
         texts: list[str] = []
+        budget = self.ner_file_chars  # the model's share of this file, from its opening on
         for i in wanted:
             t = self._ner_input(chunks[i])
-            if t and _UPPER.search(t):
+            if not t or not _UPPER.search(t):
+                continue
+            if budget >= min(len(t), 200):
+                head = _cut(t, budget)
+                budget -= len(head)
+                if len(head) < len(t):  # the rest of this chunk's prose: regex names
+                    ents[i] = _name_runs(t[len(head):])
                 idx.append(i)
-                texts.append(t)
+                texts.append(head)
+            else:
+                budget = 0
+                ents[i] = _name_runs(t)
         if not texts:
             return ents
         try:
-            with self._ner_lock:
-                docs = list(nlp.pipe(texts, batch_size=self.batch_size))
-            for i, doc in zip(idx, docs):
-                out = ents[i]
-                for ent in doc.ents:
-                    if ent.label_ in NER_LABELS:
-                        t = _clean_entity(ent.text)
-                        if t:
-                            out.append(t)
+            with self._ner_lock, _memory_zone(nlp):
+                for i, doc in zip(idx, nlp.pipe(texts, batch_size=self.batch_size)):
+                    found = [t for t in (_clean_entity(e.text) for e in doc.ents if e.label_ in NER_LABELS) if t]
+                    ents[i] = found + ents[i]
         except Exception as exc:  # a model hiccup must not fail the ingest
             log.warning("NER failed on a batch (%s); continuing without entities", exc)
         return ents
@@ -423,7 +462,7 @@ _COMPOUNDS: set[str] = set()
 _CAPITALISED: set[str] = set()
 _DOTTED: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {}
 _KNOWN: set[str] = set()
-_KNOWN_MAX = 300_000
+_KNOWN_MAX = 50_000  # emptied past this: see fts_text._WordParts.limit (memory on big trees)
 _KNOWN_LOCK = threading.Lock()
 
 

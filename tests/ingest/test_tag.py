@@ -171,3 +171,41 @@ def test_markdown_chunks_from_the_chunker(plain: Tagger) -> None:
     [tags] = plain.tag_many(chunks, "docs/install.md")
     assert tags[0] == "Install Guide"
     assert "install.md" in tags and "http://127.0.0.1:11437/dashboard" in tags and "0.1.0" in tags
+
+
+def test_the_model_reads_at_most_ner_file_chars_of_a_file_and_later_prose_gets_regex_names(
+        model_tagger: Tagger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big document costs the model a fixed share (its opening); names further down still become tags."""
+    sections = [f"# Part {i}\n\nThe driver was written by Jay Vosburgh and Mitch Williams for Intel Corporation "
+                f"in release {i}. It bonds Ethernet links.\n" for i in range(30)]
+    chunks = chunk_text("\n".join(sections), "markdown", "rst", max_chars=200)
+    assert len(chunks) >= 20
+    tagger = Tagger(model=model_tagger.status, ner_file_chars=250)
+    assert tagger.status == model_tagger.status
+    fed: list[str] = []
+    real_pipe = tagger._nlp.pipe
+
+    def spy(texts, **kw):  # noqa: ANN001, ANN003, ANN202 - records what reaches the real model
+        texts = list(texts)
+        fed.extend(texts)
+        return real_pipe(texts, **kw)
+
+    monkeypatch.setattr(tagger._nlp, "pipe", spy)
+    tags = tagger.tag_many(chunks, "Documentation/networking/bonding.rst")
+    assert 0 < sum(map(len, fed)) <= 250, "the model saw the file's opening only"
+    assert "Jay Vosburgh" in tags[-1] and "Intel Corporation" in tags[-1], "the last section still names them"
+    unbounded = Tagger(model=model_tagger.status, ner_file_chars=10**9).tag_many(chunks, None)
+    assert "Jay Vosburgh" in unbounded[-1]
+
+
+def test_ner_keeps_the_vocabulary_bounded(model_tagger: Tagger) -> None:
+    """spaCy remembers every new word it tokenises; a big tree of prose must not grow the process with it."""
+    nlp = model_tagger._nlp
+    if not hasattr(nlp, "memory_zone"):
+        pytest.skip("spaCy without memory zones (< 3.8)")
+    model_tagger.tag_many([chunk("Zyxqa Vortlemann met Qwexor Industries in Plimbury.", "text", None)], None)
+    before = len(nlp.vocab.strings)
+    for i in range(50):
+        prose = f"Blorvik{i} Quendalor{i} founded Strunmax{i} Holdings with Yarvel{i} Tesk in Dorvanth{i}."
+        model_tagger.tag_many([chunk(prose, "text", None)], None)
+    assert len(nlp.vocab.strings) - before < 25, "250 new words were tokenised; the vocabulary kept them all"
