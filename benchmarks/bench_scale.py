@@ -521,12 +521,19 @@ def report(results: dict) -> None:
         print(f"| {b['genes']} (graph off: baseline) | | | | {b['context']['p50_ms']} / {b['context']['p95_ms']} "
               f"| {b['packet']['p50_ms']} / {b['packet']['p95_ms']} | | | {b['server_rss_mb']} | | | |")
     if len(pts) >= 2:
-        small, big = pts[0], pts[-1]
+        # the targets (issue #16): p95 at ~100k genes <= 1.5x p95 at ~10k, and <= 60 ms at ~1M
+        small = pts[0]
+        tenfold = min(pts[1:], key=lambda p: abs(p["genes"] / small["genes"] - 10))
         for name in ("context", "packet"):
-            ratio = big["serve"][name]["p95_ms"] / max(small["serve"][name]["p95_ms"], 1e-9)
-            print(f"/{'context' if name == 'context' else 'context/packet'} p95 at {big['genes']} genes / at "
-                  f"{small['genes']} genes = {ratio:.2f} for {big['genes'] / small['genes']:.1f}x the genes "
-                  f"(target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+            label = "/context" if name == "context" else "/context/packet"
+            ratio = tenfold["serve"][name]["p95_ms"] / max(small["serve"][name]["p95_ms"], 1e-9)
+            print(f"{label} p95 at {tenfold['genes']} genes / at {small['genes']} genes = {ratio:.2f} for "
+                  f"{tenfold['genes'] / small['genes']:.1f}x the genes (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+            for p in pts:
+                if p["genes"] >= 500_000:
+                    p95 = p["serve"][name]["p95_ms"]
+                    print(f"{label} p95 at {p['genes']} genes = {p95} ms (target <= 60 ms: "
+                          f"{'met' if p95 <= 60 else 'MISSED'})")
 
 
 def main() -> int:
