@@ -4,8 +4,9 @@ Why: Genome.stats() scans the whole genes table (counts by tier, kind, project, 
 stored bytes): ~0.5 s at 100k genes, seconds at 1M, and every page of the table
 passes through the memory map into the server's resident memory. The supervisor
 asks for /stats every 5 s. The answer is kept until the genome's generation changes
-(an ingest, a retire), and even then recomputed only once the last one is older than
-`DUTY` times what it cost, so polling spends at most ~1/DUTY of a core on it.
+(an ingest, a retire), and even then, when counting is costly (over `CHEAP_S`), recomputed
+only once the last one is older than `DUTY` times what it cost, so polling spends at most
+~1/DUTY of a core on it.
 Changes that keep the generation (aging moves tiers) show within `MAX_AGE_S`.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 DUTY = 20  # recompute no sooner than this many times the last computation's cost
 MAX_AGE_S = 60.0  # ... and at least this often while polled, whatever the generation says
+CHEAP_S = 0.02  # a count cheaper than this is always redone after a change: a small genome's stats are never stale
 
 
 class PolledStats:
@@ -35,7 +37,7 @@ class PolledStats:
             if self._cached is not None:
                 seen, at, cost, data = self._cached
                 age = now - at
-                if age < MAX_AGE_S and (seen == generation or age < DUTY * cost):
+                if age < MAX_AGE_S and (seen == generation or (cost >= CHEAP_S and age < DUTY * cost)):
                     return {**data, "stats_age_s": round(age, 1)}
             started = time.monotonic()
             data = self._compute()
