@@ -34,21 +34,26 @@ class FullTextMixin:
     readonly: bool
     _fts_damage_reported: bool = False
 
+    @staticmethod
+    def _fts_mark(conn: Any) -> str | None:
+        """The meta `fts_version` value: the derivation the index was built with, or DAMAGED."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+        return None if row is None else row[0]
+
     def _match_fts_version(self) -> None:
         """Re-index every live gene when the index was built by another text derivation, or was damaged.
 
         Rows derived the old way could never be deleted cleanly. One transaction: an
         interrupted rebuild leaves the old index, and the next open starts it again.
         """
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-        if row is not None and row[0] == str(FTS_VERSION):
+        if self._fts_mark(self.conn) == str(FTS_VERSION):
             return
         with self.transaction() as tx:
-            row = tx.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-            if row is not None and row[0] == str(FTS_VERSION):
+            mark = self._fts_mark(tx)
+            if mark == str(FTS_VERSION):
                 return  # another process rebuilt it while we waited for the write lock
             live = tx.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NULL").fetchone()[0]
-            why = "it was damaged" if row is not None and row[0] == DAMAGED else "for this version of Helix"
+            why = "it was damaged" if mark == DAMAGED else "for this version of Helix"
             log.warning("genome %s: rebuilding the full-text index of %d genes (%s; once; the genes themselves "
                         "are unchanged)", self.path, live, why)
             tx.execute("INSERT INTO genes_fts(genes_fts) VALUES ('delete-all')")
@@ -93,8 +98,7 @@ class FullTextMixin:
 
     def full_text_damaged(self) -> bool:
         """Whether the index is marked for a rebuild at the next open (`helix check` reports it)."""
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-        return row is not None and row[0] == DAMAGED
+        return self._fts_mark(self.conn) == DAMAGED
 
     def _full_text_damaged(self, exc: sqlite3.DatabaseError) -> None:
         if not self.readonly:
