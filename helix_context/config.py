@@ -55,7 +55,7 @@ class IngestSettings:
     respect_gitignore: bool = True
     ignore: tuple[str, ...] = ()
     follow_symlinks: bool = False
-    workers: int = 0  # parse processes in all, the main one included; 0 = one per core (at most 9)
+    workers: int = 0  # processes that parse files (N >= 2: N workers); 0 = one per core (at most 8); 1 = none
 
 
 @dataclass(frozen=True)

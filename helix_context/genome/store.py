@@ -133,7 +133,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         self.readonly = readonly
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        # every connection with the thread that owns it: a thread that has ended (an ingest's writer or
+        # embedding threads) leaves its connection behind, closed when the next one opens
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         self._vectors: VectorIndex | None = None
         self._live_count: tuple[int, int] | None = None  # (generation, live genes)
@@ -160,7 +162,13 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         # thread touched stays counted in the server's resident memory; off by default (README, at scale)
         conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
         with self._connections_lock:
-            self._connections.append(conn)
+            for owner, old in [pair for pair in self._connections if not pair[0].is_alive()]:
+                self._connections.remove((owner, old))
+                try:
+                    old.close()
+                except sqlite3.Error:
+                    pass
+            self._connections.append((threading.current_thread(), conn))
         return conn
 
     @property
@@ -179,7 +187,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 log.warning("genome %s: dense index not saved on close (%s)", self.path, exc)
             self._vectors = None
         with self._connections_lock:
-            for conn in self._connections:
+            for _, conn in self._connections:
                 try:
                     conn.close()
                 except sqlite3.Error:
@@ -356,18 +364,25 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
             tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
             tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
+        # Why batched: on a big tree this process's writes set the pace of the whole ingest, and each
+        # statement is a round trip through Python and the GIL. The file's genes are looked up in one
+        # query, new genes' full-text rows go in a few multi-row inserts, sources in one executemany.
+        stored = self._stored_genes(tx, [gene.gene_id for gene, _ in write.genes])
         kept: set[int] = set()
+        source_rows: list[tuple] = []
         symbol_rows: list[tuple] = []
+        fts_rows: list[tuple] = []
         for gene, vector in write.genes:
-            rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id))
+            rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id), stored, fts_rows)
             kept.add(rowid)
             if path is not None:
-                tx.execute(
-                    "INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
-                    (rowid, path, gene.start_line, gene.end_line),
-                )
+                source_rows.append((rowid, path, gene.start_line, gene.end_line))
                 symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind, s.start_line,
                                     s.end_line) for s in gene.symbols)
+        self._fts_insert_many(tx, fts_rows)
+        if source_rows:
+            tx.executemany("INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
+                           source_rows)
         if symbol_rows:
             tx.executemany("INSERT INTO symbols(path, gene, name, leaf, kind, start_line, end_line) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?)", symbol_rows)
@@ -382,9 +397,24 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             )
         return result
 
+    @staticmethod
+    def _stored_genes(tx: "_Tx", gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
+        """gene_id → (rowid, source_path, retired_at) of those already stored."""
+        found: dict[str, tuple[int, str | None, float | None]] = {}
+        unique = list(dict.fromkeys(gene_ids))
+        for start in range(0, len(unique), 500):
+            part = unique[start:start + 500]
+            rows = tx.execute(f"SELECT gene_id, id, source_path, retired_at FROM genes WHERE gene_id IN "
+                              f"({', '.join('?' * len(part))})", part)
+            found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
+        return found
+
     def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
-                     form: StoredForm | None = None) -> int:
-        row = tx.execute("SELECT id, source_path, retired_at FROM genes WHERE gene_id = ?", (gene.gene_id,)).fetchone()
+                     form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
+                     fts_rows: list[tuple]) -> int:
+        """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
+        file's gene ids, kept current here (a chunk repeated within the file finds its first copy)."""
+        row = stored.get(gene.gene_id)
         prov = gene.provenance
         if row is not None:
             rowid, source_path, retired_at = row
@@ -407,6 +437,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 )
                 if source_path != gene.source_path:
                     self._set_source_path(tx, rowid, gene.source_path)
+                stored[gene.gene_id] = (rowid, gene.source_path, None)
             if vector is not None:
                 tx.execute("UPDATE genes SET embedding = ? WHERE id = ? AND embedding IS NULL", (encode_vector(vector), rowid))
             return rowid
@@ -426,7 +457,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             ),
         )
         rowid = int(cur.lastrowid)
-        self._fts_insert(tx, rowid, gene.content, tags, gene.source_path, body=form.fts_body)
+        stored[gene.gene_id] = (rowid, gene.source_path, None)
+        fts_rows.append((rowid, *self.fts_values(gene.content, tags, gene.source_path, form.fts_body)))
         result.added += 1
         return rowid
 
@@ -456,7 +488,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         now = time.time()
         retired = 0
         with self.transaction() as tx:
-            rowids = [r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))]
+            # a chunk repeated in the file has a source row per place: each gene is retired once
+            rowids = list(dict.fromkeys(r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?",
+                                                                 (path,))))
             tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
             tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
             for rowid in rowids:

@@ -2,13 +2,17 @@
 
 Chunking, tagging and fact extraction are pure Python and hold the GIL, so threads
 cannot spread them over cores; worker processes can (plain subprocesses, so the same
-code runs on Windows). The main process keeps parsing as well: it takes files from
-the front of a read-ahead window and the workers from the back, so writes never wait
-for a worker that is still starting and every core stays busy. Workers pull: each
-keeps a few files in hand, and a finished file brings it the next one at once (from
-its result thread), so no worker waits for the main process to come round. Small
-ingests never start workers, and files that need the NER model are parsed in the
-main process, where that model is loaded.
+code runs on Windows). With workers, the main process reads files and writes the
+genome, and parses only a file no worker may take at that moment: on a big tree the
+writes were ~40 % of its time, and a main process that parsed as well fell behind
+and left the workers waiting for files (measured: 1.7 of 2 cores busy). Workers
+pull: each keeps a few files in hand, the earliest it may take, and a finished file
+brings it the next one at once (from its result thread), so no worker waits for the
+main process to come round. Small ingests never start workers. Files that need the
+NER model go to the first worker only (it loads the model when it meets such a
+file: one more copy, ~100 MB, not one per core) or to the main process, where the
+model is loaded already: a tree of prose (the kernel's 64 MB of documentation) is
+then read on two cores, not one.
 
 Results come back in file order, so the genome is written in the same order, and is
 the same, whichever process parsed a file.
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -62,14 +66,16 @@ def parse(job: ParseJob, settings: Settings, tagger: TaggerLike | None) -> Parse
 
 
 def default_workers(configured: int) -> int:
-    """`[ingest] workers` counts every parsing process, the main one included; 0 = one per core (at most 9)."""
+    """Parse worker processes for `[ingest] workers` (processes that parse files): 1 = none, the
+    main process parses; N >= 2 = N workers, the main process reads and writes; 0 = one per core
+    (at most 8), none on a single core."""
     if configured > 0:
-        return configured - 1
+        return configured if configured >= 2 else 0
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(0, min(cores - 1, 8))
+    return min(cores, 8) if cores >= 2 else 0
 
 
 class WorkerGone(RuntimeError):
@@ -185,10 +191,11 @@ class ParsePool:
         if not self._procs:
             self._procs = [_Worker(self.settings, self.tagger) for _ in range(self.workers)]
 
-    def idle_worker(self, depth: int) -> _Worker | None:
-        """The worker with the fewest files in hand, if it has fewer than `depth`."""
-        worker = min(self._procs, key=lambda w: w.inflight, default=None)
-        return worker if worker is not None and worker.inflight < depth else None
+    def idle_workers(self, depth: int) -> list[tuple[_Worker, bool]]:
+        """Workers with fewer than `depth` files in hand, fewest first, each with whether it may
+        take files that need the NER model (the first worker only)."""
+        able = [(w, i == 0) for i, w in enumerate(self._procs) if w.inflight < depth]
+        return sorted(able, key=lambda pair: pair[0].inflight)
 
     def close(self) -> None:
         procs, self._procs = self._procs, []
@@ -202,6 +209,7 @@ class _Slot:
     future: Future[Parsed] | None = None  # set when a worker took it
     result: Parsed | BaseException | None = None
     local: bool = False  # the main process took it
+    prose: bool | None = None  # needs the NER model (worked out once, on first look)
 
     @property
     def free(self) -> bool:
@@ -267,7 +275,14 @@ class Scheduler:
             except (WorkerGone, OSError) as exc:
                 self._broken(exc)
             head = window[0]
-            if head.result is None and head.future is not None and (head.future.done() or not self._unclaimed()):
+            if head.result is None and head.future is not None:
+                if not head.future.done():
+                    # prose only the first worker may take: while the head is parsed elsewhere,
+                    # this process (the NER model loaded already) reads the next such file
+                    prose = self._claim_local(lambda s: self._needs_ner(s))
+                    if prose is not None:
+                        prose.result = self._parse_here(prose.job)
+                        continue
                 head.result = self._collect(head)
             if head.result is not None:
                 with self._lock:
@@ -275,24 +290,26 @@ class Scheduler:
                 held -= len(head.job.text)
                 yield head.job, head.result
                 continue
-            slot = self._claim_local()
-            if slot is not None:
-                slot.result = self._parse_here(slot.job)
+            if self._claim_local(lambda s: s is head):  # no worker could take it: this process parses it
+                head.result = self._parse_here(head.job)
 
     def _feed(self) -> None:
-        """Top every worker up to `depth` files, taken from the back of the window."""
+        """Top every worker up to `depth` files, the earliest each may take."""
         with self._lock:
             pool = self.pool
             if pool is None or self._closed:
                 return
             if not pool.started:
-                if sum(1 for s in self._slots if self._for_pool(s)) < self.start_after:
+                if sum(1 for s in self._slots if self._for_pool(s, takes_prose=True)) < self.start_after:
                     return
                 pool.start()
-            while (worker := pool.idle_worker(self.depth)) is not None:
-                slot = next((s for s in reversed(self._slots) if self._for_pool(s)), None)
-                if slot is None:
-                    return
+            while True:
+                for worker, takes_prose in pool.idle_workers(self.depth):
+                    slot = next((s for s in self._slots if self._for_pool(s, takes_prose)), None)
+                    if slot is not None:
+                        break
+                else:
+                    return  # every worker has its fill, or nothing left that they may take
                 slot.future = worker.submit(slot.job)
                 slot.future.add_done_callback(self._refill)
 
@@ -303,25 +320,21 @@ class Scheduler:
         except (WorkerGone, OSError) as exc:
             self._failed = exc  # the main loop stops using the workers
 
-    def _for_pool(self, slot: _Slot) -> bool:
-        return slot.free and not self._needs_main(slot.job)
+    def _for_pool(self, slot: _Slot, takes_prose: bool = False) -> bool:
+        return slot.free and (takes_prose or not self._needs_ner(slot))
 
-    def _needs_main(self, job: ParseJob) -> bool:
+    def _needs_ner(self, slot: _Slot) -> bool:
         # by the type the parse will see, not the suffix: a Kconfig.debug or a README.ath9k read
-        # as prose in a worker would load the NER model there too (a second copy, ~100 MB)
-        if getattr(self.tagger, "ner_enabled", False) is False:
-            return False
-        return detect_type(job.path, job.text)[0] in NER_CONTENT_TYPES
+        # as prose in any worker would load the NER model there too (another copy, ~100 MB)
+        if slot.prose is None:
+            slot.prose = (getattr(self.tagger, "ner_enabled", False) is not False
+                          and detect_type(slot.job.path, slot.job.text)[0] in NER_CONTENT_TYPES)
+        return slot.prose
 
-    def _unclaimed(self) -> bool:
+    def _claim_local(self, wanted: Callable[[_Slot], bool]) -> _Slot | None:
+        """The earliest file nobody has taken that `wanted` accepts, now this process's to parse."""
         with self._lock:
-            return any(s.free for s in self._slots)
-
-    def _claim_local(self) -> _Slot | None:
-        """The earliest file nobody has started: the main process works from the front of the
-        window, so writes never wait on a worker that is still starting; workers take the back."""
-        with self._lock:
-            slot = next((s for s in self._slots if s.free), None)
+            slot = next((s for s in self._slots if s.free and wanted(s)), None)
             if slot is not None:
                 slot.local = True
             return slot

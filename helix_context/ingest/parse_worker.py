@@ -9,6 +9,7 @@ carries only results, so a stray print cannot corrupt the stream.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import sys
 
@@ -18,6 +19,7 @@ def main() -> int:
     sys.stdout = sys.stderr  # anything printed while parsing lands on stderr, never in the results
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s helix parse worker %(levelname)s %(message)s")
+    _lower_priority()
     from helix_context.ingest.parallel import parse
 
     jobs = sys.stdin.buffer
@@ -37,6 +39,21 @@ def main() -> int:
             reply = (False, _picklable(exc))
         pickle.dump(reply, results, protocol=pickle.HIGHEST_PROTOCOL)
         results.flush()
+
+
+def _lower_priority() -> None:
+    """Run below the main process: it writes what the workers parse, and on a big tree those writes
+    set the pace; when every core is busy they must not wait for a share of one. The user's own
+    programs also stay responsive during a long ingest."""
+    try:
+        if hasattr(os, "nice"):
+            os.nice(5)
+        else:  # Windows
+            import psutil
+
+            psutil.Process().nice(psutil.BELOW_NORMAL_PRIORITY_CLASS)
+    except Exception as exc:  # noqa: BLE001 - a priority is a nicety, never a reason to fail
+        logging.getLogger("helix.ingest").debug("parse worker keeps its priority: %s", exc)
 
 
 def _picklable(exc: Exception) -> Exception:

@@ -153,26 +153,32 @@ def test_the_callers_payload_never_travels_to_a_worker() -> None:
 
 def test_a_worker_gets_its_next_file_while_this_process_is_busy() -> None:
     """Workers pull: each result hands the worker another file at once, even while the main
-    process is deep in a file of its own and not looking at the workers at all."""
+    process is deep in writing and not looking at the workers at all; and with workers, the
+    main process parses none of the files they can take (it has the writes to do)."""
     pool = ParsePool(load_config(), None, 1)
     pool.start()
     parsed_here: list[str] = []
 
-    class BusyHere(Scheduler):
+    class Counting(Scheduler):
         def _parse_here(self, job: ParseJob) -> Parsed | BaseException:
             parsed_here.append(job.path)
-            if len(parsed_here) == 1:  # stuck on the first file until the worker has done the rest
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and sum(
-                        1 for s in self._slots if s.future is not None and s.future.done()) < 39:
-                    time.sleep(0.01)
             return super()._parse_here(job)
 
+    scheduler = Counting(pool, load_config(), None, depth=2)
     try:
-        results = list(BusyHere(pool, load_config(), None, depth=2).run(_jobs(40)))
+        results = []
+        done_while_busy = 0
+        for job, parsed in scheduler.run(_jobs(40)):
+            if not results:  # "writing" the first file until the worker has done the rest
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and done_while_busy < 39:
+                    time.sleep(0.01)
+                    done_while_busy = sum(1 for s in scheduler._slots if s.future is not None and s.future.done())
+            results.append((job, parsed))
+        assert done_while_busy == 39, f"the worker stopped getting files: {done_while_busy} of 39 done"
         assert [job.payload for job, _ in results] == list(range(40))
-        assert len(parsed_here) == 1, f"the worker stopped getting files: {len(parsed_here)} were parsed here"
-        assert all(not isinstance(parsed, BaseException) for _, parsed in results)
+        assert parsed_here == [], f"the main process parsed {len(parsed_here)} files a worker could take"
+        assert all(not isinstance(parsed, BaseException) and parsed.genes for _, parsed in results)
     finally:
         pool.close()
 
@@ -217,6 +223,39 @@ def test_the_server_starts_its_workers_at_start_up_when_ingest_parses_on_every_c
         assert procs and all(proc.poll() is None for proc in procs)
         report = helix.ingest_path(make_repo(tmp_path / "repo"), embed=False)
         assert report.files_ingested == 26 and not report.files_skipped
+        if sys.platform != "win32":  # the writes set the pace: workers yield the CPU to them (and the desktop)
+            import psutil
+
+            assert all(psutil.Process(proc.pid).nice() > psutil.Process().nice() for proc in procs)
     finally:
         helix.close()
     assert all(proc.poll() is not None for proc in procs)  # closing the manager ends them
+
+
+def test_a_tree_of_prose_is_read_on_two_cores_with_one_extra_copy_of_the_ner_model(tmp_path: Path) -> None:
+    """Prose needs the NER model: the first worker loads it and reads prose beside the main process
+    (the kernel's documentation used to be read by one process while the workers waited); the other
+    workers never load it, so a many-core machine does not hold one copy per core."""
+    psutil = pytest.importorskip("psutil")
+    docs = tmp_path / "docs"
+    (docs / ".git").mkdir(parents=True)
+    for i in range(40):
+        (docs / f"guide_{i:02d}.md").write_text(
+            f"# Guide {i}\n\nGrace Hopper and Alan Turing met at Bletchley Park in chapter {i}.\n", encoding="utf-8")
+    os.environ["HELIX_HOME"] = str(tmp_path / "home")
+    helix = HelixContextManager(load_config().replace(ingest={"workers": 3}))
+    try:
+        if helix.tagger.status == "off":
+            pytest.skip("spaCy is not installed: no NER model to place")
+        report = helix.ingest_path(docs, embed=False)
+        assert report.files_ingested == 40 and not report.files_skipped
+        pool = helix.parse_pool
+        assert pool is not None and len(pool._procs) == 3
+
+        def loaded_spacy(proc: subprocess.Popen) -> bool:
+            return any("spacy" in Path(m.path).parts for m in psutil.Process(proc.pid).memory_maps())
+
+        assert [loaded_spacy(w.proc) for w in pool._procs] == [True, False, False]
+        assert any("Hopper" in tag for g in helix.genome.iter_genes() for tag in g.tags)
+    finally:
+        helix.close()
