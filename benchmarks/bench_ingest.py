@@ -102,7 +102,7 @@ def run_once(embed: bool, paths: list[Path], home: Path, workers: int = 0, code_
     helix.close()
     return {
         "embed": embed,
-        "parse_processes": 1 + default_workers(settings.ingest.workers),
+        "parse_processes": default_workers(settings.ingest.workers) or 1,  # workers, or the main process alone
         "model_load_s": round(load_s, 2),
         "files": first.files_ingested,
         "genes": stats["total_genes"],
