@@ -133,8 +133,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         self.readonly = readonly
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        # every connection with the thread that owns it: a thread that has ended (an ingest's writer or
-        # embedding threads) leaves its connection behind, closed when the next one opens
+        # every connection with the thread that owns it: a thread that has ended (an ingest's embedding
+        # threads, a server's short-lived workers) leaves its connection behind, closed when the next opens
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         self._vectors: VectorIndex | None = None
@@ -590,10 +590,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 @dataclass
 class _Tx:
     conn: sqlite3.Connection
-    statements: int = field(default=0)
 
     def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
-        self.statements += 1
         return self.conn.execute(sql, args)
 
     def executemany(self, sql: str, rows: Iterable) -> sqlite3.Cursor:

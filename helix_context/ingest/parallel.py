@@ -37,7 +37,7 @@ from helix_context.config import Settings
 from helix_context.genome.stored_form import StoredForm, stored_form
 from helix_context.ingest.detect import detect_type
 from helix_context.ingest.genes import TaggerLike, make_genes
-from helix_context.ingest.tag import NER_CONTENT_TYPES  # NER runs on these: such files stay in the main process
+from helix_context.ingest.tag import NER_CONTENT_TYPES  # NER runs on these: the main process and first worker
 from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.ingest")
@@ -279,7 +279,7 @@ class Scheduler:
                 if not head.future.done():
                     # prose only the first worker may take: while the head is parsed elsewhere,
                     # this process (the NER model loaded already) reads the next such file
-                    prose = self._claim_local(lambda s: self._needs_ner(s))
+                    prose = self._claim_local(self._needs_ner)
                     if prose is not None:
                         prose.result = self._parse_here(prose.job)
                         continue
