@@ -39,56 +39,61 @@ def word_doc_counts_upto(conn: sqlite3.Connection, words: Iterable[str], cap: in
     return out
 
 
-class ExactDocCounts:
-    """Exact genes-per-word counts (fts5vocab), remembered until the genome's generation changes.
-
-    The verdicts' relevance weighs a query's words by idf, so it needs exact counts;
-    fts5vocab walks a word's whole posting list for one (tens of ms for a common word
-    at 1M genes), and questions share their common words ("where", "code", "call").
-    Kept per generation, so an ingest clears it and no answer ever uses a stale count.
-    Retention: at most `limit` words, emptied when full.
-    """
+class _PerGeneration:
+    """Word counts remembered until the genome's generation changes (an ingest, a retire), so no
+    answer ever uses a stale count. Retention: at most `limit` words, emptied when full."""
 
     def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
         self._generation = generation
         self._limit = limit
         self._lock = threading.Lock()
         self._seen_at = -1
-        self._counts: dict[str, int] = {}
+        self._counts: dict = {}
+
+    def _counts_for(self, generation: int) -> dict:
+        """Under the lock: the memory for `generation`, emptied first if that changed or it is full."""
+        if generation != self._seen_at or len(self._counts) > self._limit:
+            self._counts, self._seen_at = {}, generation
+        return self._counts
+
+    def _remember(self, generation: int, found: dict) -> None:
+        with self._lock:
+            if self._seen_at == generation:  # an ingest in between: these counts belong to the old genome
+                self._counts.update(found)
+
+
+class ExactDocCounts(_PerGeneration):
+    """Exact genes-per-word counts (fts5vocab), remembered per generation.
+
+    The verdicts' relevance weighs a query's words by idf, so it needs exact counts;
+    fts5vocab walks a word's whole posting list for one (tens of ms for a common word
+    at 1M genes), and questions share their common words ("where", "code", "call").
+    """
 
     def get(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
         """Indexed term → genes holding it; terms no gene holds are left out (as symbols_sql.term_doc_counts)."""
         generation = self._generation()
         with self._lock:
-            if generation != self._seen_at or len(self._counts) > self._limit:
-                self._counts, self._seen_at = {}, generation
-            known = {t: self._counts[t] for t in terms if t in self._counts}
+            counts = self._counts_for(generation)
+            known = {t: counts[t] for t in terms if t in counts}
         missing = [t for t in dict.fromkeys(terms) if t not in known]
         if missing:
             found = symbols_sql.term_doc_counts(conn, missing)
-            with self._lock:
-                if self._seen_at == generation:
-                    self._counts.update({t: found.get(t, 0) for t in missing})
-            known.update({t: found.get(t, 0) for t in missing})
+            read = {t: found.get(t, 0) for t in missing}
+            self._remember(generation, read)
+            known.update(read)
         return {t: n for t, n in known.items() if n}
 
 
-class CappedCounts:
-    """`word_doc_counts_upto`, remembered until the genome's generation changes: the same numbers, read once.
+class CappedCounts(_PerGeneration):
+    """`word_doc_counts_upto`, remembered per generation: the same numbers, read once.
 
     Questions share their common words, and a common word's capped count is its most
     expensive lookup (cap+1 postings; at 1M genes the all-common path reads up to 24k
     for each of six words). A count read under cap C is exact when it is ≤ C and means
     "more than C" otherwise, so it answers any later cap it is known to satisfy; other
-    words and caps are read from the index. Retention: at most `limit` words, emptied when full.
+    words and caps are read from the index.
     """
-
-    def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
-        self._generation = generation
-        self._limit = limit
-        self._lock = threading.Lock()
-        self._seen_at = -1
-        self._counts: dict[str, tuple[int, int]] = {}  # word → (count read, cap it was read under)
 
     def get(self, conn: sqlite3.Connection, words: Iterable[str], cap: int) -> dict[str, int]:
         """As word_doc_counts_upto(conn, words, cap)."""
@@ -96,10 +101,9 @@ class CappedCounts:
         out: dict[str, int] = {}
         missing: list[str] = []
         with self._lock:
-            if generation != self._seen_at or len(self._counts) > self._limit:
-                self._counts, self._seen_at = {}, generation
+            counts = self._counts_for(generation)  # word → (count read, cap it was read under)
             for word in dict.fromkeys(words):
-                known = self._counts.get(word)
+                known = counts.get(word)
                 if known is not None and (known[0] <= known[1] or cap <= known[1]):
                     n = min(known[0], cap + 1)
                     if n:
@@ -107,8 +111,6 @@ class CappedCounts:
                 else:
                     missing.append(word)
         found = {w: doc_count_upto(conn, quote_term(w), cap) for w in missing}
-        with self._lock:
-            if self._seen_at == generation:
-                self._counts.update({w: (n, cap) for w, n in found.items()})
+        self._remember(generation, {w: (n, cap) for w, n in found.items()})
         out.update({w: n for w, n in found.items() if n})
         return out
