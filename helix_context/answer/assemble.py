@@ -22,7 +22,7 @@ from html import escape
 from typing import Any, Protocol
 
 from helix_context.config import AssemblySettings, WeighSettings
-from helix_context.model_profile import ModelProfile, profile
+from helix_context.llm.profiles import ModelProfile, profile
 from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverage
