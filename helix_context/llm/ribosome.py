@@ -30,11 +30,11 @@ import anyio
 from helix_context.config import Settings
 from helix_context.genome.retention import delete_consolidated
 from helix_context.llm.profiles import num_ctx_for, profile
+from helix_context.llm.upstream import UpstreamClient
 from helix_context.tokens import count_tokens
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: the manager sits above this wing and is passed in; nothing here calls its module
     from helix_context.manager import HelixContextManager
-    from helix_context.llm.upstream import UpstreamClient
 
 log = logging.getLogger("helix.ribosome")
 
