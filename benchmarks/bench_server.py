@@ -178,7 +178,7 @@ async def drive(url: str, requests: list[tuple[str, dict, dict]], concurrency: i
     queue = list(reversed(requests))
     # the proxy's own lean transport: the load generator shares the 2 cores with the server and the
     # stub, so the less CPU it burns per request, the less it disturbs what is measured
-    from helix_context.proxy import LeanHTTPTransport
+    from helix_context.llm.lean_http import LeanHTTPTransport
 
     async with httpx.AsyncClient(base_url=url, timeout=timeout, transport=LeanHTTPTransport(),
                                  trust_env=False) as client:

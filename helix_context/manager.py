@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from helix_context import signals
 from helix_context.config import Settings, load_config
-from helix_context.assemble import ContextWindow, assemble
-from helix_context.context_packet import build_context_packet
+from helix_context.answer.assemble import ContextWindow, assemble
+from helix_context.answer.packet import build_context_packet
 from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock
 from helix_context.genome.store import Genome, GenomeError
-from helix_context.model_profile import profile
+from helix_context.llm.profiles import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
@@ -40,7 +40,7 @@ from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
 if TYPE_CHECKING:
-    from helix_context.compress import Compressor
+    from helix_context.answer.compress import Compressor
     from helix_context.ingest.embed import Embedder
     from helix_context.ingest.tag import Tagger
 
@@ -127,7 +127,7 @@ class HelixContextManager:
         return tagger, status, tagger.status
 
     def _load_compressor(self) -> tuple[Compressor, str, str]:
-        from helix_context.compress import Compressor
+        from helix_context.answer.compress import Compressor
 
         compressor = Compressor(use_headroom=self.settings.assembly.headroom)
         if compressor.available:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helix_context.compress import Compressed, Compressor, critical_tokens
+from helix_context.answer.compress import Compressed, Compressor, critical_tokens
 from helix_context.tokens import count_tokens
 
 needs_headroom = pytest.mark.skipif(importlib.util.find_spec("headroom") is None, reason="headroom-ai not installed")

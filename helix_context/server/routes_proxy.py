@@ -1,6 +1,6 @@
 """POST /v1/chat/completions, GET /v1/models, GET /sessions, POST /consolidate.
 
-Thin: parse, call the proxy library (helix_context.proxy / ribosome), shape the answer.
+Thin: parse, call the proxy library (helix_context.llm: chat, ribosome), shape the answer.
 Errors keep OpenAI's shape ``{"error": {"message", "type", "code"}}`` so OpenAI
 clients raise their usual exceptions with Helix's advice in the message.
 """
@@ -16,8 +16,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from helix_context.manager import HelixContextManager
-from helix_context.proxy import ChatCompletionRequest, ChatProxy, ClientGone, ProxyError
-from helix_context.ribosome import consolidate
+from helix_context.llm.chat import ChatProxy
+from helix_context.llm.ribosome import consolidate
+from helix_context.llm.upstream import ClientGone, ProxyError
+from helix_context.llm.wire import ChatCompletionRequest
 from helix_context.server.deps import get_helix
 from helix_context.server.fast_path import JsonFastPath
 

@@ -1,6 +1,6 @@
 """Agent-facing packets, importable as in the original Helix:
 
-    from helix_context.context_packet import build_context_packet, get_refresh_targets
+    from helix_context.answer.packet import build_context_packet, get_refresh_targets
     packet = build_context_packet("where is the port set?", task_type="edit", genome=helix.genome)
 """
 
