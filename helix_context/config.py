@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helix_context.errors import ConfigError
+
 DEFAULT_PORT = 11437
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, has the wrong type, or the file cannot be parsed."""
 
 
 @dataclass(frozen=True)

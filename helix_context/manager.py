@@ -29,7 +29,8 @@ from helix_context.context_packet import build_context_packet
 from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock
-from helix_context.genome.store import Genome, GenomeError
+from helix_context.errors import GenomeError, InvalidRequest
+from helix_context.genome.store import Genome
 from helix_context.model_profile import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
@@ -81,6 +82,11 @@ class Part:
 
     def report(self) -> dict[str, str]:
         return {"status": self.status, "detail": self.detail}
+
+
+def _check_group_by(group_by: str) -> None:
+    if group_by not in GROUP_BY:
+        raise InvalidRequest(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
 
 
 class HelixContextManager:
@@ -313,7 +319,7 @@ class HelixContextManager:
     def _budget(self, budget_tokens: int | None) -> int:
         budget = self.settings.budget.token_budget if budget_tokens is None else budget_tokens
         if not isinstance(budget, int) or budget <= 0:
-            raise ValueError(f"budget must be a positive number of tokens, got {budget_tokens!r}")
+            raise InvalidRequest(f"budget must be a positive number of tokens, got {budget_tokens!r}")
         return budget
 
     def zone_for(self, *, prompt_tokens: int, model: str | None, context_window: int | None,
@@ -367,9 +373,8 @@ class HelixContextManager:
         """Ranked pointers (no content), best first: the symbol that matched with its span and
         per-signal contributions; with group_by="file", files ranked by their symbols' evidence."""
         if max_results <= 0:
-            raise ValueError(f"max_results must be positive, got {max_results}")
-        if group_by not in GROUP_BY:
-            raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+            raise InvalidRequest(f"max_results must be positive, got {max_results}")
+        _check_group_by(group_by)
         retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False,
                                             pointers=True)
         if group_by == "file":
@@ -379,6 +384,7 @@ class HelixContextManager:
 
     def packet(self, query: str, task_type: str = "edit", *, project: str | None = None,
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
+        _check_group_by(group_by)
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
         if self.sources is not None:

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from helix_context.errors import ExportFormatError, InvalidRequest
 from helix_context.genome import portable_sql as sql
 from helix_context.genome.schema import SCHEMA_VERSION
 from helix_context.genome.store import EMBED_DIM, Genome
@@ -54,10 +55,6 @@ EXAMPLES = 10  # ids listed per category in a summary
 EMBEDDING_BYTES = 4 + EMBED_DIM  # float32 scale + int8 per dimension (store.encode_vector)
 _BATCH = 500
 _CHUNK = 1 << 20
-
-
-class ExportFormatError(ValueError):
-    """The file is not a Helix genome export this Helix can read; nothing was written."""
 
 
 # ── hashing streams ──
@@ -519,7 +516,7 @@ def import_genome(genome: Genome, path: str | Path, strategy: str = "skip_existi
     Raises ExportFormatError (a ValueError) for a file that is not a valid export; nothing is written then.
     """
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        raise InvalidRequest(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     started = time.perf_counter()
     source = Path(path).expanduser()
     header, offset = read_header(source)

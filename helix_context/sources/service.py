@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helix_context.genome import sources_sql
-from helix_context.genome.store import GenomeError
+from helix_context.errors import GenomeError, SourceError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
-from helix_context.sources.registry import SourceError, find, resolve_folder
+from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.weigh import Packet, PacketItem
 
@@ -147,7 +147,7 @@ class SourcesService:
     def remove(self, raw: str, *, forget: bool = False) -> dict[str, Any]:
         row = find(self.genome, raw)
         if row is None:
-            raise SourceError(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
+            raise SourceNotFound(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
         key = row.path
         self._unwatch(key)
         with self._cond:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helix_context.genome.schema import FTS_VERSION, SCHEMA_VERSION
-from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError, SourceWrite, WriteResult
+from helix_context.errors import GenomeError, GenomeVersionError
+from helix_context.genome.store import FileRecord, Genome, SourceWrite, WriteResult
 from helix_context.models import Gene, Provenance
 
 

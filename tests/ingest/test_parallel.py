@@ -124,7 +124,8 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
 
 
 def test_workers_setting_is_checked(tmp_path: Path) -> None:
-    from helix_context.config import ConfigError, load_config
+    from helix_context.config import load_config
+    from helix_context.errors import ConfigError
 
     cfg = tmp_path / "helix.toml"
     cfg.write_text("[ingest]\nworkers = -2\n", encoding="utf-8")
