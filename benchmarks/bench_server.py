@@ -49,8 +49,6 @@ CHAT_MODEL = "llama3.1:8b"  # not a "small" model: no /no_think or temperature r
 SERVER_SCRIPT = """
 import sys, uvicorn
 from helix_context.server import factory
-if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-    factory.ROUTERS = (*factory.ROUTERS, "helix_context.server.routes_proxy")
 app = factory.create_app()
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helix_context import signals
+from helix_context.collaborators import EmbedderPart, ManagerTelemetry, PacketAnnotator
 from helix_context.config import Settings, load_config
 from helix_context.assemble import ContextWindow, assemble
 from helix_context.context_packet import build_context_packet
@@ -89,25 +90,37 @@ def _check_group_by(group_by: str) -> None:
         raise InvalidRequest(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
 
 
+def open_genome(settings: Settings) -> Genome:
+    """The genome at settings.genome_path, opened the way the manager opens it by default."""
+    return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
+                  mmap_bytes=settings.genome.mmap_mb * 2**20)
+
+
 class HelixContextManager:
-    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
+    """Owns the genome and the optional parts; its collaborators come in through the constructor.
+
+    telemetry: where ingest, retrieval, compression and verdict counts are recorded (None: nowhere).
+    sources: the living index, which annotates packets of watched folders (None: no watcher runs).
+    embedder: where the dense embedder comes from (None: the model from [embedding], loaded on first use).
+    """
+
+    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None,
+                 telemetry: ManagerTelemetry | None = None, sources: PacketAnnotator | None = None,
+                 embedder: EmbedderPart | None = None) -> None:
         self.settings = settings or load_config()
-        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
-                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20)
+        self.genome = genome or open_genome(self.settings)
         self._polled_stats = PolledStats(lambda: self.genome.stats(), lambda: self.genome.generation())
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
-        self.embedder_part = Part("embeddings", self._load_embedder)
+        self.embedder_part: EmbedderPart = embedder or Part("embeddings", self._load_embedder)
         self.tagger_part = Part("ner", self._load_tagger)
         self.compressor_part = Part("headroom", self._load_compressor)
         self._retriever: Any = None
         self._parse_pool: ParsePool | None = None
-        self.telemetry: Any = None  # set by the server when telemetry is configured
+        self.telemetry = telemetry
         self.retention = RetentionClock(self.genome, self.settings.retention)
         # who leaves the activity record's rows (the server and the CLI name themselves)
         self.actor = f"{Path(sys.argv[0]).stem or 'python'} pid {os.getpid()}"
-        self.sources: Any = None  # the backend's SourcesService (sources/service.py) while it runs
-        # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
-        self.genome.embedder_part = self.embedder_part
+        self.sources = sources
 
     # ── optional parts ──
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
@@ -13,10 +13,7 @@ from helix_context.server.deps import get_helix, get_settings
 from helix_context.errors import Forbidden, InvalidRequest, NotFound, UnprocessableRequest
 from helix_context.server.models import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
 
-router = APIRouter(tags=["context"])
 
-
-@router.post("/context")
 def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Expressed context for a query, with ContextHealth and the tier used."""
     window = helix.build_context(body.query, budget_tokens=body.budget_tokens, model=body.model,
@@ -25,7 +22,6 @@ def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix
     return window.to_dict()
 
 
-@router.post("/context/packet")
 def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Pointers with a trust verdict each, and what to refresh."""
     packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
@@ -33,7 +29,6 @@ def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get
     return packet.to_dict()
 
 
-@router.post("/context/refresh-plan")
 def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Only what to re-read or re-ingest before trusting an answer to this query."""
     data = context_packet(body, helix)
@@ -41,7 +36,6 @@ def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_h
             "known_empty": data["known_empty"], "notes": data["notes"]}
 
 
-@router.post("/fingerprint")
 def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party,
                                 group_by=body.group_by)
@@ -52,7 +46,6 @@ def _allowed(path: Path, settings: Settings) -> bool:
     return any(path.is_relative_to(Path(root).expanduser().resolve()) for root in settings.server.allowed_ingest_roots)
 
 
-@router.post("/ingest")
 def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
            settings: Settings = Depends(get_settings)) -> dict[str, Any]:
     """Text with metadata, or {path} of a file or folder under an allowed root."""
@@ -85,6 +78,5 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
     return report.to_dict()
 
 
-@router.get("/stats")
 def stats(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     return helix.stats()

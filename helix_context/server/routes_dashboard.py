@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from helix_context import signals
@@ -352,7 +352,7 @@ async def _sampler(app: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _lifespan(app: Any) -> AsyncIterator[None]:
+async def lifespan(app: Any) -> AsyncIterator[None]:
     history_for(app)
     task = asyncio.create_task(_sampler(app), name="helix-dashboard-sampler")
     try:
@@ -363,8 +363,6 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
             await task
 
 
-router = APIRouter(tags=["dashboard"], lifespan=_lifespan)
-
 
 def _strip_buckets(snapshot: dict[str, Any]) -> dict[str, Any]:
     hists = {}
@@ -374,7 +372,6 @@ def _strip_buckets(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {**snapshot, "histograms": hists}
 
 
-@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard_page() -> Response:
     page = STATIC_DIR / "dashboard.html"
     if not page.is_file():
@@ -383,7 +380,6 @@ def dashboard_page() -> Response:
     return FileResponse(page, media_type="text/html; charset=utf-8", headers=_NO_CACHE)
 
 
-@router.get("/dashboard/static/{filename}", include_in_schema=False)
 def dashboard_static(filename: str) -> Response:
     allowed = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()} if STATIC_DIR.is_dir() else {}
     path = allowed.get(filename)
@@ -393,7 +389,6 @@ def dashboard_static(filename: str) -> Response:
     return FileResponse(path, media_type=_CONTENT_TYPES[path.suffix], headers=_NO_CACHE)
 
 
-@router.get("/dashboard/data")
 def dashboard_data(request: Request,
                    since: float | None = Query(None, description="only history points newer than this unix time"),
                    buckets: bool = Query(False, description="include raw histogram buckets in the snapshot")

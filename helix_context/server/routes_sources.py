@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from helix_context.errors import Unavailable, UnprocessableRequest
 from helix_context.sources.service import SourcesService
-
-router = APIRouter(prefix="/sources", tags=["sources"])
 
 
 class AddSource(BaseModel):
@@ -37,17 +35,14 @@ def _service(request: Request) -> SourcesService:
     return service
 
 
-@router.get("")
 def list_sources(request: Request) -> dict[str, Any]:
     return _service(request).status()
 
 
-@router.post("", status_code=202)
 def add_source(body: AddSource, request: Request) -> dict[str, Any]:
     return _service(request).add(body.path, body.project)  # SourceError: 400
 
 
-@router.delete("")
 async def remove_source(request: Request, path: str | None = Query(None, max_length=4096),
                         forget: bool = Query(False)) -> JSONResponse:
     """The folder in a JSON body {"path", "forget"} or in the query string (?path=…&forget=true)."""
@@ -61,11 +56,9 @@ async def remove_source(request: Request, path: str | None = Query(None, max_len
     return JSONResponse(await asyncio.to_thread(service.remove, path, forget=forget))  # SourceNotFound: 404
 
 
-@router.post("/pause")
 def pause(request: Request) -> dict[str, Any]:
     return _service(request).pause()
 
 
-@router.post("/resume")
 def resume(request: Request) -> dict[str, Any]:
     return _service(request).resume()

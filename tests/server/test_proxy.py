@@ -68,10 +68,7 @@ def _settings(settings, upstream_url: str, **proxy):
 @pytest.fixture
 def start(settings, server_factory, monkeypatch):
     """start(upstream_url, proxy=..., ribosome=...) -> (LiveServer, OpenAI client)."""
-    from helix_context.server import factory
 
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
 
     def _start(upstream_url: str, *, ribosome: dict | None = None, **proxy):
         cfg = _settings(settings, upstream_url, **proxy)

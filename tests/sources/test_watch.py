@@ -209,12 +209,11 @@ def test_remove_keeps_genes_unless_forget(service_factory, tmp_path: Path) -> No
 
 def test_packet_items_of_a_watched_folder_are_verified_only_while_they_match_disk(service_factory,
                                                                                  tmp_path: Path) -> None:
-    service = service_factory()
+    service, helix = service_factory(with_manager=True)
     root = make_tree(tmp_path / "proj")
     target = root.resolve() / "src" / "mod_0.py"
     service.add(str(root))
     assert service.wait_idle(30)
-    helix = service.helix
 
     def item(query: str):
         packet = helix.packet(query, "explain")
