@@ -264,7 +264,7 @@ class HelixContextManager:
             except OSError:
                 missing.append(path)
                 continue
-            if st.st_size != record.size or st.st_mtime_ns != record.mtime_ns:
+            if not record.stat_matches(st.st_size, st.st_mtime_ns):
                 try:
                     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
                 except OSError:

@@ -49,6 +49,12 @@ class FileRecord:
     genes: int = 0
     ingested_at: float = 0.0
 
+    def stat_matches(self, size: int, mtime_ns: int) -> bool:
+        """"Has this file changed?" without reading it: the size and modification time recorded at
+        ingest are the file's now. The one place ingest, `compact` and the watcher's recheck ask it;
+        a mismatch means "read it and compare content_hash", not necessarily "changed"."""
+        return self.size == size and self.mtime_ns == mtime_ns
+
 
 @dataclass
 class WriteResult:

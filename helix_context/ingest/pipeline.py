@@ -267,7 +267,7 @@ class Ingestor:
             if progress is not None:
                 progress(index, total, key)
             previous = known.get(key)
-            if previous is not None and previous.size == entry.size and previous.mtime_ns == entry.mtime_ns:
+            if previous is not None and previous.stat_matches(entry.size, entry.mtime_ns):
                 report.files_unchanged += 1
                 continue
             job = self._read_file(entry, previous, project, report)

@@ -11,7 +11,7 @@ from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 from helix_context.server.deps import get_helix, get_settings
 from helix_context.errors import Forbidden, InvalidRequest, NotFound, UnprocessableRequest
-from helix_context.server.models import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
+from helix_context.server.bodies import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
 
 
 def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:

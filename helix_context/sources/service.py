@@ -396,7 +396,7 @@ class SourcesService:
                     if record is not None:
                         changed.add(raw)
                     continue
-                if record is None or record.mtime_ns != st.st_mtime_ns or record.size != st.st_size:
+                if record is None or not record.stat_matches(st.st_size, st.st_mtime_ns):
                     changed.add(raw)
             if changed:
                 work = self._work.setdefault(key, _Work())
