@@ -345,7 +345,7 @@ class Settings:
     def mcp_url(self) -> str:
         return self.mcp.url or self.base_url
 
-    def replace(self, **sections: Any) -> "Settings":
+    def replace(self, **sections: Any) -> Settings:
         """Copy with whole sections or single keys changed: replace(server={"port": 1})."""
         changes: dict[str, Any] = {}
         for name, value in sections.items():

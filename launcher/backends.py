@@ -28,7 +28,8 @@ import shutil
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger("helix.tray")
 
@@ -99,7 +100,7 @@ class _GtkMixin(_HelixIconMixin):
 
         try:
             self._notifier = notify_dbus.Notifier()
-        except Exception as exc:  # noqa: BLE001 - GLib.GError: no session bus / no notification service
+        except Exception as exc:  # GLib.GError: no session bus / no notification service
             self._notifier = None
             self.notifications_off_reason = dbus_reason(os.environ) or f"no notification service ({exc})"
             log.info("tray notifications are off: %s", self.notifications_off_reason)
@@ -113,7 +114,7 @@ class _GtkMixin(_HelixIconMixin):
         if self._notifier is not None:
             try:
                 self._notifier.hide()
-            except Exception:  # noqa: BLE001 - GLib.GError when the notification service is gone
+            except Exception:  # GLib.GError when the notification service is gone
                 log.debug("notification hide failed", exc_info=True)
 
     def _notify(self, message: str, title: str | None = None) -> None:
@@ -164,7 +165,7 @@ class _XorgMixin(_HelixIconMixin):
                 display.sync()
             finally:
                 display.close()
-        except Exception:  # noqa: BLE001 - the X server itself is gone: the loop has ended anyway
+        except Exception:  # the X server itself is gone: the loop has ended anyway
             log.debug("could not destroy the icon window", exc_info=True)
 
 
@@ -213,7 +214,6 @@ def dbus_reason(env: Mapping[str, str], which: Callable[[str], str | None] = shu
 
 
 def _gtk_base(name: str) -> type:
-    import gi  # type: ignore[import-not-found]
     from gi.repository import GLib  # type: ignore[import-not-found]
 
     GLib.set_prgname("helix-tray")  # the name GTK gives the icon's and the menu's windows
@@ -241,7 +241,7 @@ def probe(name: str) -> Candidate:
             base = importlib.import_module(f"pystray._{name}").Icon
             return Candidate(name, _make_class(base, _HelixIconMixin, name))
         return Candidate(name, why=f"unknown tray backend {name!r}")
-    except Exception as exc:  # noqa: BLE001 - ImportError, ValueError (gi versions), Xlib display errors
+    except Exception as exc:  # ImportError, ValueError (gi versions), Xlib display errors
         return Candidate(name, why=_import_reason(name, exc))
 
 

@@ -177,7 +177,7 @@ def _pick_folder() -> int:
         from tkinter import filedialog
 
         root = tkinter.Tk()
-    except Exception as exc:  # noqa: BLE001 - ImportError, TclError (no display)
+    except Exception as exc:  # ImportError, TclError (no display)
         print(f"no folder dialog: {exc}", file=sys.stderr)
         return PICK_NO_DIALOG
     root.withdraw()

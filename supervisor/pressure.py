@@ -16,7 +16,7 @@ model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 ACTIONS = ("notify", "pause_ribosome", "unload_ribosome")
 

@@ -12,7 +12,8 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import httpx
 import pytest

@@ -64,7 +64,7 @@ class Hits:
     exact: bool
 
 
-def _usearch_index_class():  # noqa: ANN202
+def _usearch_index_class():
     """usearch's Index class, loaded after onnxruntime.
 
     Measured: creating an onnxruntime session in a process that loaded
@@ -81,7 +81,7 @@ def _usearch_index_class():  # noqa: ANN202
     return Index
 
 
-def _new_index():  # noqa: ANN202 - usearch types are optional at import time
+def _new_index():  # usearch types are optional at import time
     return _usearch_index_class()(ndim=vectors.EMBED_DIM, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
 
@@ -161,7 +161,7 @@ class VectorIndex:
         self._seq = self._saved_seq = seq
         self._removed = removed
 
-    def _read_file(self):  # noqa: ANN202
+    def _read_file(self):
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("format") != FORMAT or meta.get("dim") != vectors.EMBED_DIM:
@@ -175,11 +175,11 @@ class VectorIndex:
             return index, int(meta["seq"]), int(meta.get("removed", 0))
         except FileNotFoundError:
             return None, 0, 0
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is rebuilt, never fatal
+        except Exception as exc:  # any unreadable file is rebuilt, never fatal
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
             return None, 0, 0
 
-    def _build(self):  # noqa: ANN202
+    def _build(self):
         """The graph of every live vector, read through a connection without the memory map (genome/scan.py)."""
         started = time.perf_counter()
         index = _new_index()
@@ -199,11 +199,11 @@ class VectorIndex:
         if self._base is not None and self._mapped:
             try:
                 self._base.reset()  # unmaps the file (Windows cannot replace a mapped file)
-            except Exception:  # noqa: BLE001 - an index already gone
+            except Exception:  # an index already gone
                 pass
         self._base, self._mapped = None, False
 
-    def _install(self, full, seq: int) -> None:  # noqa: ANN001
+    def _install(self, full, seq: int) -> None:
         """Write `full` (in memory, holding everything up to `seq`) to the file and map it instead.
 
         If it cannot be written (full disk, read-only folder), it stays in memory as the

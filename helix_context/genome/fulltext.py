@@ -118,7 +118,7 @@ class FullTextMixin:
             try:
                 with self.transaction(changes_genes=False) as tx:
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (DAMAGED,))
-            except Exception as mark_exc:  # noqa: BLE001 - busy or read-only: the next failing search marks it
+            except Exception as mark_exc:  # busy or read-only: the next failing search marks it
                 log.info("genome %s: could not mark the full-text index for a rebuild yet (%s)", self.path, mark_exc)
         if not self._fts_damage_reported:
             self._fts_damage_reported = True

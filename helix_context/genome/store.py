@@ -68,7 +68,7 @@ class WriteResult:
 class SourceWrite:
     """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
-    record: "FileRecord | None"
+    record: FileRecord | None
     path: str | None
     genes: Sequence[tuple[Gene, np.ndarray | None]]
     forms: Mapping[str, StoredForm] = field(default_factory=dict)
@@ -247,7 +247,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     # ── transactions ──
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator["_Tx"]:
+    def transaction(self, *, changes_genes: bool = True) -> Iterator[_Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
 
         `changes_genes` bumps the generation, which readers use to rebuild caches
@@ -354,7 +354,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 results.append(GenomeError(f"genome {self.path}: {exc}"))
         return results
 
-    def _replace_in(self, tx: "_Tx", write: SourceWrite) -> WriteResult:
+    def _replace_in(self, tx: _Tx, write: SourceWrite) -> WriteResult:
         record, path = write.record, write.path
         result = WriteResult()
         now = time.time()
@@ -397,7 +397,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         return result
 
     @staticmethod
-    def _stored_genes(tx: "_Tx", gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
+    def _stored_genes(tx: _Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
         """gene_id → (rowid, source_path, retired_at) of those already stored."""
         found: dict[str, tuple[int, str | None, float | None]] = {}
         unique = list(dict.fromkeys(gene_ids))
@@ -408,7 +408,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
-    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
+    def _upsert_gene(self, tx: _Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
                      form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
                      fts_rows: list[tuple]) -> int:
         """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
@@ -461,7 +461,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         result.added += 1
         return rowid
 
-    def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
+    def _set_source_path(self, tx: _Tx, rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source
         self._fts_delete(tx, rowid)
         tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
@@ -469,7 +469,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         if row[2] is None:
             self._fts_insert(tx, rowid, row[0], row[1], new_path)
 
-    def _drop_if_orphan(self, tx: "_Tx", rowid: int, lost_path: str | None) -> bool:
+    def _drop_if_orphan(self, tx: _Tx, rowid: int, lost_path: str | None) -> bool:
         other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
         if other is None:
             self._fts_delete(tx, rowid)

@@ -174,7 +174,7 @@ class BertConfig:
     max_seq_length: int
 
     @classmethod
-    def from_model_dir(cls, model_dir: Path) -> "BertConfig":
+    def from_model_dir(cls, model_dir: Path) -> BertConfig:
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")
         if act != "gelu":
@@ -661,7 +661,7 @@ class Embedder:
 
     @classmethod
     def load(cls, models_dir: Path, *, max_tokens: int = 128, batch_size: int = 8,
-             threads: int | None = None) -> "Embedder":
+             threads: int | None = None) -> Embedder:
         """Load (building and caching on first use) the int8 model from ``models_dir``.
 
         ``threads``: model calls run at once (default: one per core).
@@ -675,7 +675,7 @@ class Embedder:
     @classmethod
     def from_onnx(cls, model: Path | bytes, model_dir: Path | None = None, *,
                   max_tokens: int = 128, batch_size: int = 8, threads: int | None = None,
-                  model_name: str = MODEL_NAME) -> "Embedder":
+                  model_name: str = MODEL_NAME) -> Embedder:
         """An Embedder over a given ONNX model (path or serialized bytes).
 
         Used for the fp32 graph in tests and benchmarks; ``load`` is the normal entry.

@@ -52,7 +52,7 @@ def _lower_priority() -> None:
             import psutil
 
             psutil.Process().nice(psutil.BELOW_NORMAL_PRIORITY_CLASS)
-    except Exception as exc:  # noqa: BLE001 - a priority is a nicety, never a reason to fail
+    except Exception as exc:  # a priority is a nicety, never a reason to fail
         logging.getLogger("helix.ingest").debug("parse worker keeps its priority: %s", exc)
 
 

@@ -163,7 +163,7 @@ class Ingestor:
                     prepared = self._prepare_text(text, content_type, metadata)
                 except ApiTextRefused:
                     raise
-                except Exception as exc:  # noqa: BLE001 - one text's failure is that text's, as for files
+                except Exception as exc:  # one text's failure is that text's, as for files
                     log.warning("could not parse API text %s: %s", metadata.get("path"), exc)
                     report.skip(str(metadata.get("path") or "<text>"),
                                 f"could not be parsed ({type(exc).__name__}: {exc})")
@@ -334,7 +334,7 @@ class Ingestor:
         genes) is retried file by file, so it costs that file alone and never the whole ingest."""
         try:
             return self.genome.replace_sources(writes)
-        except Exception:  # noqa: BLE001 - anything: the batch rolled back, find the file that breaks it
+        except Exception:  # anything: the batch rolled back, find the file that breaks it
             if len(writes) == 1:
                 exc = sys.exc_info()[1]
                 log.warning("could not store %s: %s", writes[0].path, exc)

@@ -30,7 +30,8 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
+from collections.abc import AsyncIterator, Iterable
 
 from fastapi import Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
-from helix_context.errors import GenomeError, SourceError, SourceNotFound
+from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.registry import find, resolve_folder
@@ -428,7 +428,7 @@ class SourcesService:
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
                 self._set_state(key, "error", f"{exc}")
-            except Exception as exc:  # noqa: BLE001 - one folder's failure must not stop the others
+            except Exception as exc:  # one folder's failure must not stop the others
                 log.exception("indexing %s failed", key)
                 self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
             finally:

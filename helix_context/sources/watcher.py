@@ -72,7 +72,7 @@ class FolderWatcher:
                 self._watch(key)
             except FileNotFoundError:
                 continue  # removed between the check and the watch: the loop reports it
-            except Exception as exc:  # noqa: BLE001 - a watch that breaks must not take the backend with it
+            except Exception as exc:  # a watch that breaks must not take the backend with it
                 self.error = f"{type(exc).__name__}: {exc}"
                 if not self.polling:
                     # native events can run out (inotify's max_user_watches on a huge tree): poll instead

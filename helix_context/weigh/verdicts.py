@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from helix_context.config import WeighSettings
 from helix_context.errors import InvalidRequest
@@ -167,7 +167,7 @@ def _weigh_item(
 
 
 def refresh_targets(
-    items: "Packet | Iterable[PacketItem]",
+    items: Packet | Iterable[PacketItem],
     *,
     uncovered_paths: Iterable[str] = (),
     query_text: str = "",

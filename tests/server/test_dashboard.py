@@ -15,7 +15,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -66,7 +67,7 @@ class LiveServer:
                                                     lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> "LiveServer":
+    def start(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.thread.is_alive():

@@ -638,7 +638,7 @@ def test_many_concurrent_streams(stub, start):
                                                     messages=[{"role": "user", "content": f"q{i}"}],
                                                     extra_headers={"X-Helix-Session": f"conc-{i % 3}"})
             results.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
