@@ -75,7 +75,7 @@ class FullTextMixin:
                    (rowid, *self.fts_values(content, tags, path, body)))
 
     @staticmethod
-    def _fts_insert_many(tx: Any, rows: list[tuple]) -> None:
+    def _fts_insert_many(tx: Any, rows: list[tuple[Any, ...]]) -> None:
         """Rows from `fts_values` with their rowid first, a few hundred per statement (one pass through
         the GIL each, not one per gene: the writes of a big ingest set its pace)."""
         for start in range(0, len(rows), _ROWS_PER_INSERT):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ _GENE_COLUMNS = (
 )
 
 
-def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
+def _row_to_gene(row: sqlite3.Row | tuple[Any, ...]) -> Gene:
     (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
      tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
      source_hash, org, device, user, agent, tier, access_count) = row
@@ -301,7 +302,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 
     def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
         sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if under:
             sql += " WHERE path >= ? AND path < ?"
             args = (under, under + "\U0010ffff")
@@ -368,9 +369,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         # query, new genes' full-text rows go in a few multi-row inserts, sources in one executemany.
         stored = self._stored_genes(tx, [gene.gene_id for gene, _ in write.genes])
         kept: set[int] = set()
-        source_rows: list[tuple] = []
-        symbol_rows: list[tuple] = []
-        fts_rows: list[tuple] = []
+        source_rows: list[tuple[Any, ...]] = []
+        symbol_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[Any, ...]] = []
         for gene, vector in write.genes:
             rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id), stored, fts_rows)
             kept.add(rowid)
@@ -410,7 +411,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 
     def _upsert_gene(self, tx: _Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
                      form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
-                     fts_rows: list[tuple]) -> int:
+                     fts_rows: list[tuple[Any, ...]]) -> int:
         """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
         file's gene ids, kept current here (a chunk repeated within the file finds its first copy)."""
         row = stored.get(gene.gene_id)
@@ -455,7 +456,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
             ),
         )
-        rowid = int(cur.lastrowid)
+        rowid = int(cur.lastrowid or 0)  # an INSERT always sets it
         stored[gene.gene_id] = (rowid, gene.source_path, None)
         fts_rows.append((rowid, *self.fts_values(gene.content, tags, gene.source_path, form.fts_body)))
         result.added += 1
@@ -590,10 +591,10 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 class _Tx:
     conn: sqlite3.Connection
 
-    def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, args)
 
-    def executemany(self, sql: str, rows: Iterable) -> sqlite3.Cursor:
+    def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:
         return self.conn.executemany(sql, rows)
 
     def executescript_in_tx(self, script: str) -> None:

@@ -14,7 +14,7 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon, symbols_sql
 from helix_context.genome.store import Genome
 from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
+from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS
@@ -177,7 +177,7 @@ class Retriever:
         stages["fetch"] = time.perf_counter() - t
 
         candidates = len(fused)
-        located: tuple = ()
+        located: tuple[Pointer, ...] = ()
         mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()

@@ -506,8 +506,8 @@ class SourcesService:
         last: IngestReport | None = None
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
-        for name, group in groups.items():
-            last = self._index().ingest_path(group, project=name,
+        for group_project, group in groups.items():
+            last = self._index().ingest_path(group, project=group_project,
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:

@@ -95,9 +95,10 @@ class FolderWatcher:
             self.ready.set()
             while not self._stop.is_set():
                 raw = notify.watch(cfg.debounce_ms, cfg.quiet_ms, int(cfg.missing_check_s * 1000), self._stop)
-                if raw in ("stop", "signal"):
-                    return
-                if raw != "timeout":
+                if isinstance(raw, str):  # "stop", "signal" or "timeout"
+                    if raw in ("stop", "signal"):
+                        return
+                else:
                     paths = {path for _change, path in raw if self._wanted(path)}
                     if paths:
                         self._on_changes(key, paths)
