@@ -350,7 +350,7 @@ class Settings:
         changes: dict[str, Any] = {}
         for name, value in sections.items():
             current = getattr(self, name)
-            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            if isinstance(value, dict) and dataclasses.is_dataclass(current) and not isinstance(current, type):
                 changes[name] = dataclasses.replace(current, **value)
             else:
                 changes[name] = value

@@ -296,8 +296,9 @@ def _import_sdk() -> tuple[type, type[Exception]]:
 
         return MCPServer, ToolError
     except ImportError:
-        from mcp.server.fastmcp import FastMCP
-        from mcp.server.fastmcp.exceptions import ToolError
+        # older mcp releases name it FastMCP; the installed one may lack that module (hence the ignores)
+        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined, unused-ignore]
+        from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef, unused-ignore]
 
         return FastMCP, ToolError
 

@@ -85,7 +85,7 @@ class _HelixIconMixin:
             if setup is not None:
                 setup(self)
             else:
-                self.visible = True  # type: ignore[attr-defined]
+                self.visible = True
 
         self._setup_thread = threading.Thread(target=handler, name="helix-tray-setup", daemon=True)
         self._setup_thread.start()
@@ -95,8 +95,8 @@ class _GtkMixin(_HelixIconMixin):
     notifications_off_reason = ""
 
     def _initialize(self) -> None:
-        from gi.repository import GLib  # type: ignore[import-not-found]
-        from pystray._util import notify_dbus  # type: ignore[import-not-found]
+        from gi.repository import GLib
+        from pystray._util import notify_dbus
 
         try:
             self._notifier = notify_dbus.Notifier()
@@ -107,7 +107,7 @@ class _GtkMixin(_HelixIconMixin):
         self.HAS_NOTIFICATION = self._notifier is not None
         # a C main loop never returns to Python on its own: without this tick SIGTERM waits forever
         GLib.timeout_add(GLIB_SIGNAL_TICK_MS, lambda: True)
-        self._mark_ready()  # type: ignore[attr-defined]
+        self._mark_ready()
 
     def _finalize(self) -> None:
         self._remove_fs_icon()  # type: ignore[attr-defined]
@@ -131,7 +131,7 @@ class _XorgMixin(_HelixIconMixin):
     popup: Any = None
 
     def _create_window(self) -> Any:
-        import Xlib.X  # type: ignore[import-not-found]
+        import Xlib.X
 
         window = super()._create_window()  # type: ignore[misc]
         # pystray's window listens for expose/structure events only, so no click ever arrived
@@ -156,7 +156,7 @@ class _XorgMixin(_HelixIconMixin):
 
     def _destroy_window(self) -> None:
         try:
-            import Xlib.display  # type: ignore[import-not-found]
+            import Xlib.display
 
             display = Xlib.display.Display()
             try:
@@ -214,7 +214,7 @@ def dbus_reason(env: Mapping[str, str], which: Callable[[str], str | None] = shu
 
 
 def _gtk_base(name: str) -> type:
-    from gi.repository import GLib  # type: ignore[import-not-found]
+    from gi.repository import GLib
 
     GLib.set_prgname("helix-tray")  # the name GTK gives the icon's and the menu's windows
     module = importlib.import_module(f"pystray._{name}")  # imports gi, Gtk (init_check needs a display)

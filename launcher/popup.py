@@ -81,7 +81,7 @@ class TkPopupMenu:
                 if entry is None:
                     m.add_separator()
                     continue
-                font_opts = {"font": "TkMenuFont 9 bold"} if entry.default and entry.enabled else {}
+                font_opts: dict[str, Any] = {"font": "TkMenuFont 9 bold"} if entry.default and entry.enabled else {}
                 m.add_command(label=entry.text, state="normal" if entry.enabled else "disabled",
                               command=self._runner(entry), **font_opts)
             menu[0] = m

@@ -210,7 +210,7 @@ class TrayApp:
         """The icon of `candidate`'s backend (pystray's default Icon class without one)."""
         menu = to_pystray(self, pystray.Menu, pystray.MenuItem)
         self._state = icon_state(self.snapshot)
-        icon_class = candidate.icon_class if candidate is not None else pystray.Icon
+        icon_class = (candidate.icon_class if candidate is not None else None) or pystray.Icon
         icon = icon_class("helix-context", self.image(), self.title(), menu=menu)
         if candidate is not None and candidate.menu == "popup":
             icon.popup = self._start_popup()

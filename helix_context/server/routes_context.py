@@ -64,8 +64,8 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
         if not resolved.exists():
             raise NotFound(f"{resolved} does not exist")
         # a followed symlink may point anywhere under the allowed roots, never outside them
-        roots = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
-        report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=roots)
+        root_paths = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
+        report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=root_paths)
         return report.to_dict()
     if not body.content or not body.content.strip():
         raise UnprocessableRequest("content is empty: nothing to ingest")
