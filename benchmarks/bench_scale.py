@@ -67,8 +67,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from _results import write_results  # noqa: E402
-from bench_server import cpu_s, drive, free_port, stop, summary, wait_healthy  # noqa: E402
+from _results import write_results  # noqa: E402 - imported after the sys.path line above that makes it importable
+from bench_server import cpu_s, drive, free_port, stop, summary, wait_healthy  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 MAX_FILE = 2_000_000
 SERVER_SCRIPT = """

@@ -42,7 +42,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from bench_needle import NEEDLES, WORDS, make_haystack  # noqa: E402
+from bench_needle import NEEDLES, WORDS, make_haystack  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 CHAT_MODEL = "llama3.1:8b"  # not a "small" model: no /no_think or temperature rewrite in the way
 

@@ -172,7 +172,7 @@ class HelixContextManager:
         self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
         if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
             self.start_parse_workers()
-        self.retriever  # noqa: B018
+        self.retriever  # noqa: B018 - the property builds the retriever now, so the first request does not
         if self.embedder is not None:
             self.genome.vector_index().warm()  # loads (or rebuilds) the dense index and replays what changed
 

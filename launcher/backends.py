@@ -75,7 +75,7 @@ class _HelixIconMixin:
 
     def _mark_ready(self) -> None:
         self.helix_ready = True
-        super()._mark_ready()  # type: ignore[misc]
+        super()._mark_ready()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _start_setup(self, setup: Callable[[Any], None] | None) -> None:
         ready = self._Icon__queue  # type: ignore[attr-defined]  # pystray's ready signal (name-mangled in _base.Icon)
@@ -110,7 +110,7 @@ class _GtkMixin(_HelixIconMixin):
         self._mark_ready()
 
     def _finalize(self) -> None:
-        self._remove_fs_icon()  # type: ignore[attr-defined]
+        self._remove_fs_icon()  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
         if self._notifier is not None:
             try:
                 self._notifier.hide()
@@ -119,11 +119,11 @@ class _GtkMixin(_HelixIconMixin):
 
     def _notify(self, message: str, title: str | None = None) -> None:
         if self._notifier is not None:
-            super()._notify(message, title)  # type: ignore[misc]
+            super()._notify(message, title)  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _remove_notification(self) -> None:
         if self._notifier is not None:
-            super()._remove_notification()  # type: ignore[misc]
+            super()._remove_notification()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
 
 class _XorgMixin(_HelixIconMixin):
@@ -133,7 +133,7 @@ class _XorgMixin(_HelixIconMixin):
     def _create_window(self) -> Any:
         import Xlib.X
 
-        window = super()._create_window()  # type: ignore[misc]
+        window = super()._create_window()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
         # pystray's window listens for expose/structure events only, so no click ever arrived
         window.change_attributes(event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask
                                  | Xlib.X.ButtonPressMask)
@@ -152,7 +152,7 @@ class _XorgMixin(_HelixIconMixin):
         timer = threading.Timer(0.3, self._destroy_window)
         timer.daemon = True
         timer.start()
-        super().stop()  # type: ignore[misc]
+        super().stop()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _destroy_window(self) -> None:
         try:
@@ -161,7 +161,7 @@ class _XorgMixin(_HelixIconMixin):
             display = Xlib.display.Display()
             try:
                 display.set_error_handler(lambda *_: None)  # already gone: the polite stop worked
-                display.create_resource_object("window", self._window.id).destroy()  # type: ignore[attr-defined]
+                display.create_resource_object("window", self._window.id).destroy()  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
                 display.sync()
             finally:
                 display.close()
@@ -171,7 +171,7 @@ class _XorgMixin(_HelixIconMixin):
 
 class _Win32Mixin(_HelixIconMixin):
     def _mark_ready(self) -> None:
-        set_wakeup_timer(self._hwnd)  # type: ignore[attr-defined]
+        set_wakeup_timer(self._hwnd)  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
         super()._mark_ready()
 
 
@@ -185,7 +185,7 @@ def set_wakeup_timer(hwnd: int, user32: Any = None) -> bool:
     if user32 is None:
         import ctypes
 
-        user32 = ctypes.windll.user32  # type: ignore[attr-defined]
+        user32 = ctypes.windll.user32  # type: ignore[attr-defined]  # Windows only: the Linux stubs have no ctypes.windll
     return bool(user32.SetTimer(hwnd, WAKEUP_TIMER_ID, GLIB_SIGNAL_TICK_MS, None))
 
 

@@ -127,7 +127,7 @@ class GpuProbe:
     def _smi_path(self) -> str | None:
         if self._smi is False:
             self._smi = shutil.which("nvidia-smi")
-        return self._smi or None  # type: ignore[return-value]
+        return self._smi or None  # type: ignore[return-value]  # _smi is str | bool | None; False never reaches here
 
     def _read_smi(self, exe: str) -> GpuReading:
         kwargs: dict[str, Any] = {}

@@ -12,10 +12,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import bench_scale  # noqa: E402
+import bench_scale  # noqa: E402 - imported after the sys.path line above that makes it importable
 
-from helix_context.genome.store import Genome  # noqa: E402
-from helix_context.genome.vectors import encode_vector  # noqa: E402
+from helix_context.genome.store import Genome  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.genome.vectors import encode_vector  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 SOURCE = '''def parse_header(line):
     """Split one header line into its name and value."""

@@ -24,8 +24,8 @@ from helix_context.config import Settings
 from helix_context.tokens import count_tokens
 
 mcp = pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters  # noqa: E402 - after importorskip("mcp"): the module is skipped without the package
+from mcp.client.stdio import stdio_client  # noqa: E402 - after importorskip("mcp"): the module is skipped without the package
 
 TOOLS = {"helix_context", "helix_context_packet", "helix_refresh_targets", "helix_ingest", "helix_stats",
          "helix_health", "helix_gene_get", "helix_neighbors"}

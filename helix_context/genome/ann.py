@@ -74,7 +74,7 @@ def _usearch_index_class() -> Any:  # usearch ships no type information
     after the first search, so the order is fixed here.
     """
     try:
-        import onnxruntime  # noqa: F401
+        import onnxruntime  # noqa: F401 - imported for its side effect: onnxruntime must load before usearch (see the docstring)
     except ImportError:
         pass
     from usearch.index import Index

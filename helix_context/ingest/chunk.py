@@ -628,7 +628,7 @@ def _segments_markdown(doc: _Doc, language: str | None) -> list[_Seg]:
 # logs
 # --------------------------------------------------------------------------- #
 
-from helix_context.ingest.detect import LOG_LINE_RE as _LOG_START  # noqa: E402
+from helix_context.ingest.detect import LOG_LINE_RE as _LOG_START  # noqa: E402 - kept beside the log section that uses it
 
 _CONT = re.compile(r"(?:[ \t]|Traceback \(most recent call last\)|During handling of the above exception|"
                    r"The above exception was the direct cause|Caused by[: ]|\.\.\. \d+ (?:more|common)|"

@@ -153,7 +153,7 @@ def summarize(snapshot: dict[str, Any] | None) -> dict[str, Any]:
     tokens = {t: sum(p["sum"] for p in pts)
               for t, pts in _by_attr(_series(snapshot, "histograms", "gen_ai.client.token.usage"), "gen_ai.token.type").items()}
     chat = _merge_hist(_series(snapshot, "histograms", "gen_ai.client.operation.duration"))
-    models = {m: _merge_hist(pts)["count"] for m, pts in  # type: ignore[index]
+    models = {m: _merge_hist(pts)["count"] for m, pts in  # type: ignore[index]  # _merge_hist returns a dict for a non-empty series
               _by_attr(_series(snapshot, "histograms", "gen_ai.client.operation.duration"), "gen_ai.request.model").items()}
     stages = {s: {"count": h["count"], **_pcts(h)} for s, pts in
               _by_attr(_series(snapshot, "histograms", "helix.retrieval.duration"), "stage").items()
@@ -284,7 +284,7 @@ class DashboardHistory:
                 point["compression"] = {"ratio_avg": _r(_avg(ratio))}
             # cumulative values are useful on every point (ingest progress, genome)
             point["totals"] = {
-                "requests": _merge_hist(http_cur)["count"] if http_cur else 0,  # type: ignore[index]
+                "requests": _merge_hist(http_cur)["count"] if http_cur else 0,  # type: ignore[index]  # _merge_hist returns a dict for a non-empty series
                 "ingest_files": sum(_counter_by(cur, "helix.ingest.files", None).values()),
                 "ingest_genes": sum(_counter_by(cur, "helix.ingest.genes", None).values()),
                 "ingest_bytes": sum(_counter_by(cur, "helix.ingest.bytes", None).values()),

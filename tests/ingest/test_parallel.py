@@ -192,7 +192,7 @@ def test_a_folder_ingest_starts_the_workers_before_the_ner_model_loads(tmp_path:
     seen: list[bool] = []
     original = HelixContextManager._load_tagger
 
-    def load_tagger(self: HelixContextManager):  # type: ignore[no-untyped-def]
+    def load_tagger(self: HelixContextManager):  # type: ignore[no-untyped-def]  # a stand-in patched onto the class for this test
         seen.append(self._parse_pool is not None and self._parse_pool.started)
         return original(self)
 

@@ -103,7 +103,7 @@ def test_a_500_file_checkout_is_batched_and_matches_a_clean_ingest(service_facto
         want = {p: r.content_hash for p, r in clean.genome.file_records(under=str(resolved)).items()}
         got = {p: r.content_hash for p, r in service.genome.file_records(under=str(resolved)).items()}
         assert got == want and len(got) == 500
-        live = lambda g: sorted(x.gene_id for x in g.iter_genes())  # noqa: E731
+        live = lambda g: sorted(x.gene_id for x in g.iter_genes())  # noqa: E731 - a one-line helper beside its only use
         assert live(service.genome) == live(clean.genome)
     finally:
         clean.close()
