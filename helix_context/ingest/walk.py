@@ -258,7 +258,7 @@ def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, links: _LinkR
             if entry_st.st_size > max_file_bytes:
                 yield Skipped(str(path), f"too large: {entry_st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
                 continue
-            yield FileEntry(path, root, st.st_size, st.st_mtime_ns)
+            yield FileEntry(path, root, entry_st.st_size, entry_st.st_mtime_ns)
         for sub in reversed(subdirs):
             spec = rules.load(sub)
             stack.append((sub, specs + [(sub, spec)] if spec else specs))
