@@ -27,7 +27,6 @@ only: relevance thresholds 0) and /context assembled without the live check.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import random
 import re

@@ -214,7 +214,7 @@ def _make_json() -> str:
                 "status": "failed" if i in (9, 27) else "ok",
                 "latency_ms": rng.randint(20, 400),
                 "host": f"node-{i % 5}.dc1.internal",
-                "commit": "%07x" % rng.randint(0xA000000, 0xFFFFFFF),
+                "commit": f"{rng.randint(0xA000000, 0xFFFFFFF):07x}",
             }
         )
     return json.dumps(records, indent=2)

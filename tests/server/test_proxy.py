@@ -68,10 +68,7 @@ def _settings(settings, upstream_url: str, **proxy):
 @pytest.fixture
 def start(settings, server_factory, monkeypatch):
     """start(upstream_url, proxy=..., ribosome=...) -> (LiveServer, OpenAI client)."""
-    from helix_context.server import factory
 
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
 
     def _start(upstream_url: str, *, ribosome: dict | None = None, **proxy):
         cfg = _settings(settings, upstream_url, **proxy)
@@ -641,7 +638,7 @@ def test_many_concurrent_streams(stub, start):
                                                     messages=[{"role": "user", "content": f"q{i}"}],
                                                     extra_headers={"X-Helix-Session": f"conc-{i % 3}"})
             results.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
