@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from helix_context.config import Settings
-from helix_context.ingest import chunk as chunk_module
+from helix_context.ingest import chunk_code as chunk_module
 from helix_context.ingest import symbols as symbols_module
 from helix_context.ingest import treesitter
 from helix_context.ingest.genes import make_genes
