@@ -88,6 +88,8 @@ class SourcesService:
         self._filters: dict[str, PathFilter] = {}
         self._skips: dict[str, dict[str, str]] = {}
         self._missing: set[str] = set()
+        self._lost: dict[str, tuple[int, str]] = {}  # source → (which loss, why): cleared when its rescan ends
+        self._losses = 0
         self._cancel: set[str] = set()
         self._progress = Progress()
         self._paused = sources_sql.paused(self.genome)
@@ -152,6 +154,7 @@ class SourcesService:
         self._unwatch(key)
         with self._cond:
             self._work.pop(key, None)
+            self._lost.pop(key, None)
             if self._progress.source == key:
                 self._cancel.add(key)
             self._missing.discard(key)
@@ -203,6 +206,8 @@ class SourcesService:
             summary = f"Indexing paused, {_folders(len(watching))}"
         elif busy and progress.source:
             summary = f"Indexing {progress.done:,} / {progress.total:,} files"
+        elif self._lost:
+            summary = f"Catching up: file events were lost for {_folders(len(self._lost))}; rescanning"
         elif queued:
             summary = f"Indexing: {_folders(len(queued))} waiting"
         elif not watching:
@@ -211,6 +216,9 @@ class SourcesService:
             summary = f"Index up to date, {_folders(len(watching))}"
         if missing:
             summary += f" ({missing} missing)"
+        degraded = sum(1 for s in watching if s.get("watch_failed"))
+        if degraded:  # never "up to date" alone while native events failed for a folder
+            summary += f" ({degraded} polled: native file events failed)"
         return {
             "paused": self._paused,
             "indexing": bool(busy or queued),
@@ -227,6 +235,8 @@ class SourcesService:
         data = sources_sql.as_dict(row)
         key = row.path
         if row.state != "removing":
+            if key in self._lost:
+                data["catching_up"] = self._lost[key][1]
             if key in self._missing:
                 data["state"] = "missing"
                 data["last_error"] = f"folder not found: looked for again every {self.cfg.missing_check_s:g} s"
@@ -237,10 +247,12 @@ class SourcesService:
             elif key in self._work:
                 data["state"] = "queued"
         watcher = self._watchers.get(key)
-        data["watching"] = bool(watcher and watcher.alive and key not in self._missing)
+        degraded = bool(watcher and watcher.degraded)
+        data["watching"] = bool(watcher and watcher.alive and key not in self._missing and not degraded)
         data["polling"] = bool(watcher and watcher.polling)
-        if watcher is not None and watcher.error and not data.get("last_error"):
-            data["last_error"] = f"watching failed: {watcher.error}"
+        data["watch_failed"] = degraded
+        if watcher is not None and watcher.error and (degraded or not data.get("last_error")):
+            data["last_error"] = f"watching failed: {watcher.error}" + ("; polling instead" if degraded else "")
         if progress is not None and progress.source == key:
             data["progress"] = {"done": progress.done, "total": progress.total}
         return data
@@ -304,7 +316,7 @@ class SourcesService:
                 return False
 
             watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
-                                    on_missing=self._on_missing, on_back=self._on_back)
+                                    on_missing=self._on_missing, on_back=self._on_back, on_lost=self._on_lost)
             self._watchers[key] = watcher
             watcher.start()
 
@@ -325,6 +337,13 @@ class SourcesService:
         with self._cond:
             self._missing.add(key)
         self._queue(key, _Work(full=True))  # the pass sees the folder gone and retires its files
+
+    def _on_lost(self, key: str, reason: str) -> None:
+        """File events were lost (watcher.py): a full pass compares the folder with the index at once."""
+        with self._cond:
+            self._losses += 1
+            self._lost[key] = (self._losses, reason)
+        self._queue(key, _Work(full=True))
 
     def _on_back(self, key: str) -> None:
         with self._cond:
@@ -412,7 +431,7 @@ class SourcesService:
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
                 self._set_state(key, "error", f"{exc}")
-            except Exception as exc:  # noqa: BLE001 - one folder's failure must not stop the others
+            except Exception as exc:  # one folder's failure must not stop the others
                 log.exception("indexing %s failed", key)
                 self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
             finally:
@@ -457,7 +476,12 @@ class SourcesService:
         with self._cond:
             self._progress = Progress(key, 0, 0, "full")
         self._set_state(key, "indexing", None)
+        with self._cond:
+            lost = self._lost.get(key)
         report = self.helix.ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
+        with self._cond:
+            if self._lost.get(key) == lost:  # events lost during this pass ask for one more
+                self._lost.pop(key, None)
         self._skips[key] = {s["path"]: s["reason"] for s in report.files_skipped if not s["reason"].startswith(_GONE)}
         self._record(key, report)
         self._schedule_recheck(key, set())
@@ -490,8 +514,8 @@ class SourcesService:
         last: IngestReport | None = None
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
-        for name, group in groups.items():
-            last = self.helix.ingest_path(group, project=name,
+        for group_project, group in groups.items():
+            last = self.helix.ingest_path(group, project=group_project,
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:
