@@ -28,7 +28,7 @@ from helix_context.assemble import ContextWindow, assemble
 from helix_context.context_packet import build_context_packet
 from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
-from helix_context.genome.retention import RetentionClock
+from helix_context.genome.retention import RetentionClock, WriteCaps
 from helix_context.genome.store import Genome, GenomeError
 from helix_context.model_profile import profile
 from helix_context.redact import redact_url
@@ -87,7 +87,8 @@ class HelixContextManager:
     def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
         self.settings = settings or load_config()
         self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
-                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20)
+                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20,
+                                       caps=WriteCaps.of(self.settings.retention))
         self._polled_stats = PolledStats(lambda: self.genome.stats(), lambda: self.genome.generation())
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
         self.embedder_part = Part("embeddings", self._load_embedder)

@@ -23,6 +23,7 @@ from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.retention import WriteCaps
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
@@ -126,8 +127,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
-                 mmap_bytes: int = MMAP_BYTES) -> None:
+                 mmap_bytes: int = MMAP_BYTES, caps: WriteCaps | None = None) -> None:
         self.path = Path(path)
+        self.caps = caps or WriteCaps()  # retention caps every bookkeeping write applies (learning.py)
         self.mmap_bytes = max(0, int(mmap_bytes))
         self.busy_timeout_s = busy_timeout_ms / 1000.0
         self.readonly = readonly
