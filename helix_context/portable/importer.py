@@ -113,7 +113,7 @@ class _Walk:
                 if len(self.genes) >= _BATCH:
                     self.flush_genes()
             elif kind == "file":
-                located = self.guard.located("file", record, str(record["path"]))
+                located = self.guard.located("file", record, self.guard.shown(record["path"]))
                 if located is not None:
                     self.files.append(located)
                 if len(self.files) >= _BATCH:
@@ -202,7 +202,7 @@ class _Walk:
         self.links.clear()
 
     def symbol(self, record: dict[str, Any]) -> None:
-        located = self.guard.located("symbol", record, f"{record['name']} in {record['path']}")
+        located = self.guard.located("symbol", record, f"{record['name']} in {self.guard.shown(record['path'])}")
         if located is None:
             return
         gene = self._rowid(record["gene"], sql.rowids_for(self.conn, [record["gene"]]))

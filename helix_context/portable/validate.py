@@ -185,6 +185,14 @@ class ImportGuard:
         if len(self.refusals) < REFUSALS_LISTED:
             self.refusals.append({"record": kind, "id": ident[:200], "reason": reason})
 
+    def shown(self, ref: Any) -> str:
+        """A path of the export as the exporting machine named it (for the list of refusals)."""
+        if isinstance(ref, list) and len(ref) == 2:
+            root = self.roots.get(ref[0])
+            base = root.exported.rstrip("/\\") if root else f"<{ref[0]}>"
+            return f"{base}/{ref[1]}" if ref[1] else base
+        return str(ref)
+
     def disk_path(self, ref: Any) -> tuple[str | None, str | None]:
         """(local absolute path, None) for a [root, rel] under an accepted root; (None, why) otherwise."""
         if not isinstance(ref, list):
