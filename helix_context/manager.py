@@ -404,6 +404,7 @@ class HelixContextManager:
 
     def stats(self) -> dict[str, Any]:
         data = self._polled_stats.get()  # polled every few seconds: a full count only when it changed (polled_stats.py)
+        data["total_genes"] = self.genome.live_gene_count()  # the one count (exact per generation) everyone shows
         data["parts"] = self.parts()
         data["genome_path"] = str(self.genome.path)
         data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
@@ -425,8 +426,11 @@ class HelixContextManager:
         degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]
         try:
             genes = self.genome.live_gene_count()  # cached per generation: /health is polled, stats() scans
-            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes,
+            genome = {"status": "disk_full" if self.genome.disk_full else "ok", "path": str(self.genome.path),
+                      "genes": genes, "disk_full": self.genome.disk_full,
                       "dense_index": self.genome.vector_index().describe(self.settings.retrieval.ann_threshold)}
+            if self.genome.disk_full:  # reads are served; nothing can be written until space is freed
+                degraded.append("disk_full")
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from launcher import sources_menu
 
@@ -144,6 +145,13 @@ def helper_model_label(snapshot: dict[str, Any] | None) -> str:
 
 def supervisor_status(app: TrayActions) -> list[Entry]:
     lines = status_lines(app.snapshot)
+    sources = getattr(app, "sources_menu", None)
+    if sources is not None:  # GET /sources, polled every few seconds: the count /stats and the dashboard show
+        genes, disk_full = sources.indexed()
+        if genes is not None:
+            lines["genes"] = f"Genes: {genes:,}"
+        if disk_full:
+            lines["genes"] += " — DISK FULL: reads only, indexing stopped"
     return [Entry(lines[key], section="status", enabled=False)
             for key in ("backend", "genes", "gpu", "models", "pressure") if lines[key]]
 
@@ -196,7 +204,7 @@ def collect(app: TrayActions, providers: Sequence[Provider] | None = None) -> li
     for provider in (PROVIDERS if providers is None else providers):
         try:
             entries = list(provider(app))
-        except Exception:  # noqa: BLE001 - one broken provider must not take the whole menu away
+        except Exception:  # one broken provider must not take the whole menu away
             log.warning("menu provider %s failed", getattr(provider, "__name__", provider), exc_info=True)
             continue
         for entry in entries:

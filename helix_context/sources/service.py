@@ -40,6 +40,7 @@ from helix_context.genome.store import GenomeError
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.registry import SourceError, find, resolve_folder
+from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.weigh import Packet, PacketItem
 
@@ -90,6 +91,7 @@ class SourcesService:
         self._missing: set[str] = set()
         self._lost: dict[str, tuple[int, str]] = {}  # source → (which loss, why): cleared when its rescan ends
         self._losses = 0
+        self._failed: dict[str, str] = {}  # source → why its last pass failed, kept here: recording it may fail too
         self._cancel: set[str] = set()
         self._progress = Progress()
         self._paused = sources_sql.paused(self.genome)
@@ -200,29 +202,16 @@ class SourcesService:
             busy = self._busy
         rows = sources_sql.list_sources(self.genome)
         sources = [self._describe(row, progress) for row in rows]
-        watching = [s for s in sources if s["state"] != "removing"]
-        missing = sum(1 for s in watching if s["state"] == "missing")
-        if self._paused:
-            summary = f"Indexing paused, {_folders(len(watching))}"
-        elif busy and progress.source:
-            summary = f"Indexing {progress.done:,} / {progress.total:,} files"
-        elif self._lost:
-            summary = f"Catching up: file events were lost for {_folders(len(self._lost))}; rescanning"
-        elif queued:
-            summary = f"Indexing: {_folders(len(queued))} waiting"
-        elif not watching:
-            summary = "No folders indexed yet"
-        else:
-            summary = f"Index up to date, {_folders(len(watching))}"
-        if missing:
-            summary += f" ({missing} missing)"
-        degraded = sum(1 for s in watching if s.get("watch_failed"))
-        if degraded:  # never "up to date" alone while native events failed for a folder
-            summary += f" ({degraded} polled: native file events failed)"
+        summary = summary_line(IndexState(
+            self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
+            len(self._lost), any(no_space(why) for why in self._failed.values()), sources))
         return {
             "paused": self._paused,
             "indexing": bool(busy or queued),
             "summary": summary,
+            "disk_full": self.genome.disk_full or any(no_space(why) for why in self._failed.values()),
+            # the one count of indexed items (live genes): /stats, /health, the dashboard and the tray show it too
+            "indexed_genes": self.genome.live_gene_count(),
             "progress": {"source": progress.source, "done": progress.done, "total": progress.total,
                          "kind": progress.kind} if busy else None,
             "queued": queued,
@@ -237,7 +226,9 @@ class SourcesService:
         if row.state != "removing":
             if key in self._lost:
                 data["catching_up"] = self._lost[key][1]
-            if key in self._missing:
+            if key in self._failed:  # shown even when the genome could not record it (a full disk)
+                data["state"], data["last_error"] = "error", self._failed[key]
+            elif key in self._missing:
                 data["state"] = "missing"
                 data["last_error"] = f"folder not found: looked for again every {self.cfg.missing_check_s:g} s"
             elif self._paused:
@@ -430,7 +421,8 @@ class SourcesService:
                     self._queue(key, work)  # paused: picked up again on resume
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
-                self._set_state(key, "error", f"{exc}")
+                self._failed[key] = disk_full_reason(self.genome.path, exc) or f"{exc}"
+                self._set_state(key, "error", self._failed[key])
             except Exception as exc:  # one folder's failure must not stop the others
                 log.exception("indexing %s failed", key)
                 self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
@@ -538,6 +530,7 @@ class SourcesService:
         return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
 
     def _record(self, key: str, report: IngestReport) -> None:
+        self._failed.pop(key, None)
         skips = self._skips.get(key, {})
         state = "watching" if self.cfg.watch else "indexed"
         sources_sql.record_index(self.genome, key, at=time.time(),
@@ -564,6 +557,3 @@ class SourcesService:
         sources_sql.delete_source(self.genome, key)
         self._skips.pop(key, None)
 
-
-def _folders(n: int) -> str:
-    return f"{n:,} folder{'s' if n != 1 else ''}"
