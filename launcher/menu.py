@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from launcher import sources_menu
 
