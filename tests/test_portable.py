@@ -381,3 +381,23 @@ def test_the_export_knows_every_column_of_the_store(tmp_path: Path) -> None:
     assert sorted(genes) == sorted(portable_sql.GENE_FIELDS)
     assert sorted(files) == sorted(portable_sql.FILE_FIELDS)
     assert sorted(portable._GENE_TYPES) == sorted(set(portable_sql.GENE_FIELDS) - {"tags", "facts", "embedding"})
+
+
+def test_a_path_that_leaves_its_root_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    """A root confirmed by the user, a relative path without '..', and still outside: a symlink on the way."""
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "pkg" / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    inside, escaped = str(root / "pkg" / "ok.py"), str(root / "pkg" / "linked" / "x.py")
+    src = Genome(tmp_path / "src.db")
+    src.replace_source(rec(inside), inside, [(gene("def ok():\n    pass\n", inside), None)])
+    src.replace_source(rec(escaped), escaped, [(gene("def escaped():\n    pass\n", escaped), None)])
+    sources_sql.add_source(src, str(root), None, 1.0)
+    portable.export_genome(src, tmp_path / "x.hxg")
+    dst = Genome(tmp_path / "dst.db")
+    result = portable.import_genome(dst, tmp_path / "x.hxg", remap={"src": str(root)})
+    assert result["genes"]["new"] == 1 and result["files"]["new"] == 1
+    assert result["refused"]["total"] == 2
+    assert all("through a symlink" in r["reason"] for r in result["refused"]["records"])
+    assert set(dst.file_records()) == {inside}

@@ -128,3 +128,29 @@ def test_a_root_outside_every_source_needs_the_users_remap(server, tmp_path: Pat
     assert set(genome.file_records()) == {str(elsewhere.resolve() / "lib.py")}
     wait_until(lambda: any(s.path == str(elsewhere.resolve()) for s in __import__(
         "helix_context.genome.sources_sql", fromlist=["list_sources"]).list_sources(genome)), what="the source")
+
+
+def test_a_path_through_a_symlink_inside_a_source_cannot_leave_it(server, tmp_path: Path, capsys) -> None:
+    """The path is relative to its root and has no '..', yet a symlink inside the source leads out: refused."""
+    proj = tmp_path / "proj"
+    write(proj / "app.py", "def app_entry():\n    return 1\n")
+    outside = tmp_path / "outside"
+    write(outside / "secret.py", f"API_TOKEN = '{SECRET}_linked'\n")
+    (proj / "vendor").symlink_to(outside, target_is_directory=True)
+    service = server.app.state.sources
+    with server.client() as client:
+        assert client.post("/sources", json={"path": str(proj)}).status_code == 202
+        assert service.wait_idle(30)
+    linked = str(proj.resolve() / "vendor" / "secret.py")
+    export = crafted_export(tmp_path / "linked.hxg", [_gene("placeholder linked\n", linked), _file(linked)])
+
+    assert cli.main(["import", str(export), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["refused"]["total"] == 2
+    # its folder (proj/vendor, the root a v1 file gets) resolves outside every source
+    assert all("through a symlink" in r["reason"] or "outside every source" in r["reason"]
+               for r in summary["refused"]["records"]), summary["refused"]
+    with server.client() as client:
+        assert client.post("/admin/refresh").status_code == 200
+        assert SECRET not in client.post("/context", json={"query": f"API_TOKEN {SECRET}"}).json()["expressed_context"]
+    assert linked not in service.genome.file_records()
