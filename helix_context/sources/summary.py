@@ -52,6 +52,7 @@ def folders(n: int) -> str:
 def summary_line(state: IndexState) -> str:
     watching = [s for s in state.sources if s["state"] != "removing"]
     failed = [s for s in watching if s["state"] == "error"]
+    degraded = sum(1 for s in watching if s.get("watch_failed"))
     if state.disk_full:
         line = (f"Indexing stopped: the disk is full ({folders(len(failed))} not up to date); "
                 "free disk space, then resume indexing — what is indexed is still served")
@@ -67,12 +68,13 @@ def summary_line(state: IndexState) -> str:
         line = "No folders indexed yet"
     elif failed:
         line = f"Indexing failed for {folders(len(failed))} of {len(watching):,}: see its error"
+    elif degraded:  # rescanned, and polled from now on: said as such, never "up to date"
+        line = f"Index rescanned, {folders(len(watching))}; {degraded} polled because native file events failed"
     else:
         line = f"Index up to date, {folders(len(watching))}"
     missing = sum(1 for s in watching if s["state"] == "missing")
     if missing:
         line += f" ({missing} missing)"
-    degraded = sum(1 for s in watching if s.get("watch_failed"))
-    if degraded:  # never "up to date" alone while native events failed for a folder
+    if degraded and "polled" not in line:
         line += f" ({degraded} polled: native file events failed)"
     return line

@@ -19,7 +19,7 @@ def test_up_to_date_only_when_nothing_was_missed() -> None:
     assert summary_line(_state([_row(), _row()])) == "Index up to date, 2 folders"
     # native file events failed for one folder: polled from now on, and the line says so
     line = summary_line(_state([_row(watch_failed=True, watching=False, polling=True), _row()]))
-    assert line == "Index up to date, 2 folders (1 polled: native file events failed)"
+    assert line == "Index rescanned, 2 folders; 1 polled because native file events failed"
     # events were lost and the rescan has not finished
     assert summary_line(_state([_row()], lost=1)) == "Catching up: file events were lost for 1 folder; rescanning"
     # a pass failed: never "up to date"
