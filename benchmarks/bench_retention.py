@@ -11,6 +11,11 @@ and drives --context /context calls and --chats chats (through the proxy to a st
 the same seeded queries, sampling row counts and the server's RSS ten times. It prints both tables,
 rows added per 1 000 /context calls in the second half, and RSS growth per request there.
 
+Caps hold at every moment (issue 26): a second thread reads the genome file all through each run
+(every --sample-ms) and keeps the largest count it saw of each capped quantity — co-activation
+edges of any one gene, sessions, chat-buffer rows — printed against its cap. Each chat opens a new
+session, so the run pushes past every cap.
+
     python benchmarks/bench_retention.py [--context 10000] [--chats 1000] [--docs 300] [--full]
 """
 
@@ -23,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +52,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+CAPPED = {"coactivation_per_gene_max": "COACTIVATION_PER_GENE", "sessions": "MAX_SESSIONS",
+          "session_buffer": "MAX_BUFFER_ROWS"}
+
+
+class PeakSampler:
+    """Reads the genome file every `every_s` while the run goes and keeps the largest count of each table."""
+
+    def __init__(self, path: Path, every_s: float) -> None:
+        self.path, self.every_s = path, every_s
+        self.peaks: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        genome = Genome(self.path, readonly=True)
+        try:
+            while not self._stop.is_set():
+                for key, value in table_rows(genome).items():
+                    self.peaks[key] = max(self.peaks.get(key, 0), value)
+                self.samples += 1
+                self._stop.wait(self.every_s)
+        finally:
+            genome.close()
 
 
 def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstream: str) -> list[dict]:
@@ -76,6 +116,7 @@ def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstrea
                 doc = f"Document {i} about {' '.join(rng.sample(WORDS, 6))} and the handler_{i} routine."
                 c.post("/ingest", json={"content": doc, "embed": args.full, "metadata": {"path": f"docs/{i}.md"}})
             server = psutil.Process(proc.pid)
+            sampler = PeakSampler(home / "genome.db", args.sample_ms / 1000).__enter__()
             rng = random.Random(11)
             every = max(1, args.context // max(1, args.chats))
             step = max(1, args.context // 10)
@@ -95,6 +136,10 @@ def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstrea
                           f"coactivation {rows['coactivation']:>6}  sessions {rows['sessions']:>5}  "
                           f"buffer {rows['session_buffer']:>6}", file=sys.stderr, flush=True)
             samples[-1]["seconds"] = time.perf_counter() - started
+            time.sleep(0.5)  # the proxy records a chat just after answering it
+            sampler.__exit__()
+            samples[-1]["peaks"] = dict(sampler.peaks)
+            samples[-1]["peak_samples"] = sampler.samples
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -122,6 +167,7 @@ def main() -> int:
     parser.add_argument("--max-sessions", default="40")
     parser.add_argument("--max-buffer-rows", default="150")
     parser.add_argument("--prune-every", default="25")
+    parser.add_argument("--sample-ms", type=float, default=50.0, help="how often the peak sampler reads the genome")
     parser.add_argument("--full", action="store_true",
                         help="with the optional parts of helix.toml (embeddings, NER, headroom) instead of none; "
                              "set HELIX_EMBEDDING_MODEL_DIR to a converted model cache")
@@ -129,14 +175,23 @@ def main() -> int:
     on = {"COACTIVATION_PER_GENE": args.per_gene, "MAX_SESSIONS": args.max_sessions,
           "MAX_BUFFER_ROWS": args.max_buffer_rows, "PRUNE_EVERY": args.prune_every}
     with UpstreamStub(kinds=("openai",)) as stub:
-        results = {"baseline": second_half(run("baseline", OFF, args, stub.url)),
-                   "retention": second_half(run("retention", on, args, stub.url))}
+        runs = {"baseline": run("baseline", OFF, args, stub.url), "retention": run("retention", on, args, stub.url)}
+    results = {label: second_half(samples) for label, samples in runs.items()}
     print(f"{args.context} /context calls, {args.chats} chats, {args.docs} documents; second half of the run "
           "(timings are noisy on a shared machine)")
     keys = list(results["baseline"])
     print(f"{'':24}{'baseline':>14}{'retention':>14}")
     for key in keys:
         print(f"{key:24}{results['baseline'][key]:>14.2f}{results['retention'][key]:>14.2f}")
+    peaks = {label: samples[-1]["peaks"] for label, samples in runs.items()}
+    reads = {label: samples[-1]["peak_samples"] for label, samples in runs.items()}
+    print(f"\nlargest count seen during the run (the genome read every {args.sample_ms:g} ms: "
+          f"{reads['baseline']} / {reads['retention']} reads) against each cap")
+    print(f"{'':28}{'cap':>8}{'baseline':>12}{'retention':>12}  held")
+    for key, setting in CAPPED.items():
+        cap = int(on[setting])
+        got = peaks["retention"].get(key, 0)
+        print(f"{key:28}{cap:>8}{peaks['baseline'].get(key, 0):>12}{got:>12}  {'yes' if got <= cap else 'NO'}")
     return 0
 
 

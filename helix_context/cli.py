@@ -248,10 +248,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from helix_context.portable import import_genome
+    from helix_context.portable import import_genome, parse_remap
+    from helix_context.sources.registry import resolve_folder
 
-    return _portable(args, lambda genome: import_genome(genome, args.file, strategy=args.strategy,
-                                                        dry_run=args.dry_run))
+    settings = _settings(args)
+    remap = parse_remap(args.remap or [])
+    return _portable(args, lambda genome: import_genome(
+        genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
+        ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
+        check_folder=lambda path: resolve_folder(path, home=settings.home)))
 
 
 # ── maintenance ──
@@ -340,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--strategy", choices=("skip_existing", "overwrite", "newest"), default="skip_existing")
     p.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
+    p.add_argument("--remap", action="append", metavar="OLD=NEW",
+                   help="map an export root (its name or old folder) to a folder here; the folder becomes a "
+                        "source. Roots outside every source are refused unless confirmed this way")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_import)
 

@@ -29,7 +29,7 @@ from helix_context.answer.assemble import ContextWindow, assemble
 from helix_context.answer.packet import build_context_packet
 from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
-from helix_context.genome.retention import RetentionClock
+from helix_context.genome.retention import RetentionClock, WriteCaps
 from helix_context.errors import GenomeError, InvalidRequest
 from helix_context.genome.store import Genome
 from helix_context.llm.profiles import profile
@@ -93,7 +93,7 @@ def _check_group_by(group_by: str) -> None:
 def open_genome(settings: Settings) -> Genome:
     """The genome at settings.genome_path, opened the way the manager opens it by default."""
     return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
-                  mmap_bytes=settings.genome.mmap_mb * 2**20)
+                  mmap_bytes=settings.genome.mmap_mb * 2**20, caps=WriteCaps.of(settings.retention))
 
 
 class HelixContextManager:
@@ -422,6 +422,7 @@ class HelixContextManager:
 
     def stats(self) -> dict[str, Any]:
         data = self._polled_stats.get()  # polled every few seconds: a full count only when it changed (polled_stats.py)
+        data["total_genes"] = self.genome.live_gene_count()  # the one count (exact per generation) everyone shows
         data["parts"] = self.parts()
         data["genome_path"] = str(self.genome.path)
         data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
@@ -443,8 +444,11 @@ class HelixContextManager:
         degraded = [name for name, p in parts.items() if p["status"] in ("unavailable", "degraded", "fallback")]
         try:
             genes = self.genome.live_gene_count()  # cached per generation: /health is polled, stats() scans
-            genome = {"status": "ok", "path": str(self.genome.path), "genes": genes,
+            genome = {"status": "disk_full" if self.genome.disk_full else "ok", "path": str(self.genome.path),
+                      "genes": genes, "disk_full": self.genome.disk_full,
                       "dense_index": self.genome.vector_index().describe(self.settings.retrieval.ann_threshold)}
+            if self.genome.disk_full:  # reads are served; nothing can be written until space is freed
+                degraded.append("disk_full")
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")

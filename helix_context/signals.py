@@ -13,7 +13,9 @@ Files:
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import tempfile
 import time
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from helix_context.config import default_home
+
+log = logging.getLogger("helix.signals")
 
 SERVER_STATE = "server_state.json"
 SUPERVISOR_STATUS = "supervisor_status.json"
@@ -55,6 +59,27 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         except OSError:
             pass
         raise
+
+
+NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_full_disk_warned: set[str] = set()
+
+
+def write_advisory(path: Path, data: dict[str, Any]) -> bool:
+    """write_json_atomic for signals that help but are not needed to serve: on a full disk the old file
+    stays (or none), a warning is logged once, and the caller goes on (the backend and the supervisor
+    must start and serve reads on a full disk). False when it was not written."""
+    try:
+        write_json_atomic(path, data)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        if str(path) not in _full_disk_warned:
+            _full_disk_warned.add(str(path))
+            log.warning("no space left to write %s; going on without it until space is freed", path)
+        return False
+    _full_disk_warned.discard(str(path))
+    return True
 
 
 def _replace_with_retry(src: str, dst: Path, attempts: int = 20) -> None:
@@ -108,7 +133,7 @@ def _server_state_path(home: Path | None) -> Path:
 def write_server_state(state: str, *, pid: int | None, reason: str = "", actor: str = "",
                        expected_downtime_s: float = 0.0, home: Path | None = None) -> ServerState:
     signal = ServerState(state, pid, reason, actor, float(expected_downtime_s), time.time())
-    write_json_atomic(_server_state_path(home), signal.as_dict())
+    write_advisory(_server_state_path(home), signal.as_dict())
     return signal
 
 
@@ -145,7 +170,7 @@ def read_server_state(home: Path | None = None, now: float | None = None) -> tup
 
 
 def write_supervisor_status(snapshot: dict[str, Any], *, home: Path | None = None) -> None:
-    write_json_atomic(signals_dir(home) / SUPERVISOR_STATUS, {**snapshot, "written_at": time.time()})
+    write_advisory(signals_dir(home) / SUPERVISOR_STATUS, {**snapshot, "written_at": time.time()})
 
 
 def read_supervisor_status(home: Path | None = None) -> dict[str, Any] | None:

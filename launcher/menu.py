@@ -145,6 +145,13 @@ def helper_model_label(snapshot: dict[str, Any] | None) -> str:
 
 def supervisor_status(app: TrayActions) -> list[Entry]:
     lines = status_lines(app.snapshot)
+    sources = getattr(app, "sources_menu", None)
+    if sources is not None:  # GET /sources, polled every few seconds: the count /stats and the dashboard show
+        genes, disk_full = sources.indexed()
+        if genes is not None:
+            lines["genes"] = f"Genes: {genes:,}"
+        if disk_full:
+            lines["genes"] += " — DISK FULL: reads only, indexing stopped"
     return [Entry(lines[key], section="status", enabled=False)
             for key in ("backend", "genes", "gpu", "models", "pressure") if lines[key]]
 

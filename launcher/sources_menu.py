@@ -110,6 +110,11 @@ class SourcesMenu:
             return NO_BACKEND_LINE
         return str(self.status.get("summary") or "")
 
+    def indexed(self) -> tuple[int | None, bool]:
+        """(indexed genes, disk full) from the last /sources answer: the one count every view shows."""
+        genes = self.status.get("indexed_genes") if self.status else None
+        return (genes if isinstance(genes, int) else None), bool(self.status and self.status.get("disk_full"))
+
     @property
     def paused(self) -> bool:
         return bool(self.status and self.status.get("paused"))

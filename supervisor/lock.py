@@ -5,11 +5,17 @@ and on network drives); a holder that no longer runs (pid gone, or the pid was
 reused by another process, told apart by its start time) is stale and is
 replaced. Released on a clean exit; a crashed supervisor leaves a stale file
 that the next one takes over.
+
+A full disk must not keep Helix from serving what it already indexed: when the
+owner's pid cannot be written (or the file not even created), the lock is held
+anyway — an empty file, or none — with a warning, instead of a traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -17,6 +23,9 @@ from pathlib import Path
 import psutil
 
 LOCK_NAME = "supervisor.lock"
+NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+log = logging.getLogger("helix.supervisor")
 
 _HELD_HERE: set[str] = set()  # locks this process holds (a second Supervisor object in-process is refused)
 
@@ -80,27 +89,46 @@ class SupervisorLock:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                info = self.read()
-                if info is None:
-                    # being written right now, or garbage: give a writer a moment, then treat as stale
-                    time.sleep(0.05)
-                    info = self.read()
-                if info is not None and _holder_alive(info):
-                    raise LockHeld(self.path, int(info["pid"])) from None
-                try:
-                    os.unlink(self.path)  # stale: its owner is gone
-                except FileNotFoundError:
-                    pass
-                except PermissionError:
-                    time.sleep(0.05)
+                self._clear_stale()
                 continue
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(me, fh)
-            self.held = True
-            _HELD_HERE.add(key)
+            except OSError as exc:
+                if exc.errno not in NO_SPACE:
+                    raise
+                log.warning("the disk holding %s is full: running without a lock file", self.path.parent)
+                self._hold(key)
+                return
+            try:
+                os.write(fd, json.dumps(me).encode("utf-8"))
+            except OSError as exc:
+                if exc.errno not in NO_SPACE:
+                    raise
+                log.warning("the disk holding %s is full: the lock file could not record its owner", self.path)
+            finally:
+                os.close(fd)
+            self._hold(key)
             return
         info = self.read() or {}
         raise LockHeld(self.path, int(info.get("pid") or -1))
+
+    def _hold(self, key: str) -> None:
+        self.held = True
+        _HELD_HERE.add(key)
+
+    def _clear_stale(self) -> None:
+        """The lock file exists: LockHeld for a live owner, else the stale file goes (the caller tries again)."""
+        info = self.read()
+        if info is None:
+            # being written right now, or garbage: give a writer a moment, then treat as stale
+            time.sleep(0.05)
+            info = self.read()
+        if info is not None and _holder_alive(info):
+            raise LockHeld(self.path, int(info["pid"])) from None
+        try:
+            os.unlink(self.path)  # stale: its owner is gone
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            time.sleep(0.05)
 
     def release(self) -> None:
         if not self.held:

@@ -24,13 +24,30 @@ SUPERVISOR_LOG = "supervisor.log"
 _PROBE_LINE = re.compile(r'"GET /(health|stats) HTTP/[0-9.]+" 200')
 
 
+class QuietRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that a full disk cannot turn into tracebacks on the user's terminal:
+    a failed write is dropped and counted (the line stays in the in-memory tail), and closing a
+    file whose last buffer cannot be flushed is not an error."""
+
+    dropped = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:  # logging names it so
+        self.dropped += 1
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:
+            self.stream = None  # the buffer could not be flushed: nothing to keep
+
+
 class LogCapture:
     """One rotating log file shared by every backend process this supervisor starts."""
 
     def __init__(self, path: Path, *, max_bytes: int, backups: int, keep_lines: int = 200) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handler = logging.handlers.RotatingFileHandler(
+        self._handler = QuietRotatingFileHandler(
             self.path, maxBytes=max(0, int(max_bytes)), backupCount=max(0, int(backups)), encoding="utf-8",
             delay=True)
         self._handler.setFormatter(logging.Formatter("%(message)s"))
@@ -108,7 +125,7 @@ def setup_supervisor_logging(logs_dir: Path, *, max_bytes: int, backups: int, st
         if getattr(h, "_helix_supervisor", False):
             root.removeHandler(h)
             h.close()
-    fh = logging.handlers.RotatingFileHandler(logs_dir / SUPERVISOR_LOG, maxBytes=max(0, int(max_bytes)),
+    fh = QuietRotatingFileHandler(logs_dir / SUPERVISOR_LOG, maxBytes=max(0, int(max_bytes)),
                                               backupCount=max(0, int(backups)), encoding="utf-8")
     fh.setFormatter(fmt)
     fh._helix_supervisor = True  # type: ignore[attr-defined]  # a marker attribute on our own handler, read back by name

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helix_context import portable
-from helix_context.genome import portable_sql
+from helix_context.genome import portable_sql, sources_sql
 from helix_context.genome.store import FileRecord, Genome
 from helix_context.models import Gene, Provenance
 
@@ -23,11 +23,12 @@ def gid(content: str) -> str:
 
 
 def gene(content: str, path: str | None, start: int = 1, *, tags: tuple[str, ...] = (), facts=(), tier="open",
-         access_count=0, verified=100.0, org="acme", device="laptop-7", user="ada", agent="claude") -> Gene:
+         access_count=0, verified=100.0, org="acme", device="laptop-7", user="ada", agent="claude",
+         kind="file") -> Gene:
     return Gene(gene_id=gid(content), content=content, content_type="code", language="python", source_path=path,
                 project="demo", start_line=start, end_line=start + content.count("\n"), symbol="fn_" + str(start),
                 tags=tags, facts=tuple(facts),
-                provenance=Provenance(source_kind="file", volatility_class="medium", authority_class="primary",
+                provenance=Provenance(source_kind=kind, volatility_class="medium", authority_class="primary",
                                       observed_at=verified - 50, last_verified_at=verified, source_mtime=42.5,
                                       source_hash="deadbeef"),
                 org=org, device=device, user=user, agent=agent, tier=tier, access_count=access_count)
@@ -45,26 +46,38 @@ def rec(path: str) -> FileRecord:
 SHARED = "def shared_helper():\n    return 'same text in two files'\n"
 
 
+def tree(path: Path) -> Path:
+    """The folder the rich genome's files were indexed from (the importer maps its root to a real folder)."""
+    root = path.parent / "src"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def remap(path: Path) -> dict[str, str]:
+    return {"src": str(tree(path))}
+
+
 def build_rich_genome(path: Path) -> Genome:
     """Every kind of data the store keeps: vectors, facts, tags, attribution, tiers, retired genes,
     a gene with two sources, a changed-source mark, access counts and co-activation links."""
     g = Genome(path)
-    a = [gene("def parse_config(path):\n    return toml.load(path)\n", "/src/a.py", 1, tags=("parse_config", "toml"),
+    src = str(tree(path))
+    a = [gene("def parse_config(path):\n    return toml.load(path)\n", f"{src}/a.py", 1, tags=("parse_config", "toml"),
               facts=(("port", "11437"), ("host", "127.0.0.1")), access_count=3),
-         gene(SHARED, "/src/a.py", 10, tier="aging"),
-         gene("class LedgerAudit:\n    pass\n", "/src/a.py", 20, tags=("LedgerAudit",))]
-    g.replace_source(rec("/src/a.py"), "/src/a.py", [(a[0], unit(1)), (a[1], unit(2)), (a[2], None)])
-    b = [gene(SHARED, "/src/b.py", 5), gene("def only_in_b():\n    return 1\n", "/src/b.py", 30, org="other-org",
+         gene(SHARED, f"{src}/a.py", 10, tier="aging"),
+         gene("class LedgerAudit:\n    pass\n", f"{src}/a.py", 20, tags=("LedgerAudit",))]
+    g.replace_source(rec(f"{src}/a.py"), f"{src}/a.py", [(a[0], unit(1)), (a[1], unit(2)), (a[2], None)])
+    b = [gene(SHARED, f"{src}/b.py", 5), gene("def only_in_b():\n    return 1\n", f"{src}/b.py", 30, org="other-org",
                                              device="desktop", user="bob", agent="cursor")]
-    g.replace_source(rec("/src/b.py"), "/src/b.py", [(b[0], unit(2)), (b[1], unit(3))])
-    gone = [gene("def removed_later():\n    pass\n", "/src/gone.py", 1)]
-    g.replace_source(rec("/src/gone.py"), "/src/gone.py", [(gone[0], unit(4))])
-    g.retire_source("/src/gone.py")
-    g.replace_source(None, "notes/api.md", [(gene("API note: rate limit is 50 rps", "notes/api.md"), None)])
+    g.replace_source(rec(f"{src}/b.py"), f"{src}/b.py", [(b[0], unit(2)), (b[1], unit(3))])
+    gone = [gene("def removed_later():\n    pass\n", f"{src}/gone.py", 1)]
+    g.replace_source(rec(f"{src}/gone.py"), f"{src}/gone.py", [(gone[0], unit(4))])
+    g.retire_source(f"{src}/gone.py")
+    g.replace_source(None, "notes/api.md", [(gene("API note: rate limit is 50 rps", "notes/api.md", kind="api"), None)])
     rows = [x.rowid for x in g.iter_genes()]
     g.record_delivery(rows[:3])
     g.record_delivery(rows[:2])
-    g.mark_changed_sources(["/src/b.py"])
+    g.mark_changed_sources([f"{src}/b.py"])
     return g
 
 
@@ -83,14 +96,16 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     src = build_rich_genome(tmp_path / "a.db")
     summary = portable.export_genome(src, tmp_path / "out" / "genome.hxg")
     assert summary["genes"] == 6 and summary["retired_genes"] == 1 and summary["links"] == 3
-    assert summary["with_embeddings"] == 4 and summary["sources"] == 6 and summary["files"] == 2
+    assert summary["with_embeddings"] == 4 and summary["spans"] == 6 and summary["files"] == 2
+    assert summary["roots"] == [{"name": "src", "path": str(tree(tmp_path / "a.db"))}]
     assert (tmp_path / "out" / "genome.hxg").read_bytes().startswith(portable.MAGIC)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".helix-export-")]  # no temp files left
 
     dst = Genome(tmp_path / "b.db")
-    result = portable.import_genome(dst, tmp_path / "out" / "genome.hxg")
+    result = portable.import_genome(dst, tmp_path / "out" / "genome.hxg", remap=remap(tmp_path / "a.db"))
     assert result["genes"] == {"new": 6, "skipped": 0, "overwritten": 0}
-    assert result["links"]["new"] == 3 and result["files"]["new"] == 2 and result["sources_added"] == 6
+    assert result["links"]["new"] == 3 and result["files"]["new"] == 2 and result["spans_added"] == 6
+    assert result["sources_added"] == [str(tree(tmp_path / "a.db"))] and result["refused"]["total"] == 0
     assert result["changed"] and result["generation_after"] == result["generation_before"] + 1
 
     before, after = snapshot(src), snapshot(dst)
@@ -125,10 +140,11 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 
 def test_reimport_into_the_same_genome_changes_nothing(tmp_path: Path) -> None:
     g = build_rich_genome(tmp_path / "a.db")
+    sources_sql.add_source(g, str(tree(tmp_path / "a.db")), None, 1.0)  # its folder is a source here
     portable.export_genome(g, tmp_path / "x.hxg")
     generation = g.generation()
     for strategy in ("skip_existing", "newest"):
-        result = portable.import_genome(g, tmp_path / "x.hxg", strategy=strategy)
+        result = portable.import_genome(g, tmp_path / "x.hxg", strategy=strategy)  # no --remap: inside a source
         assert result["genes"]["new"] == 0 and not result["changed"]
         assert g.generation() == generation  # an import that changes nothing does not even bump it
 
@@ -141,14 +157,21 @@ CONTENT_NEW_HERE = "def verified_recently_here():\n    pass\n"
 CONTENT_FILE_ONLY = "def only_in_the_file():\n    pass\n"
 
 
+def confirm(export: Path) -> dict[str, str]:
+    """The export's root "p", confirmed as the folder it came from (`--remap p=FOLDER`)."""
+    return {"p": str(export.parent / "p")}
+
+
 @pytest.fixture
 def conflict(tmp_path: Path) -> tuple[Path, Path]:
     """An export and a target genome that share two genes with different metadata."""
+    (tmp_path / "p").mkdir()
+    there = str(tmp_path / "p" / "m.py")
     src = Genome(tmp_path / "src.db")
-    src.replace_source(rec("/p/m.py"), "/p/m.py", [
-        (gene(CONTENT_OLD_HERE, "/p/m.py", 1, tier="open", access_count=7, verified=500.0, user="file-user"), unit(5)),
-        (gene(CONTENT_NEW_HERE, "/p/m.py", 10, tier="open", access_count=8, verified=500.0, user="file-user"), unit(6)),
-        (gene(CONTENT_FILE_ONLY, "/p/m.py", 20, verified=500.0), unit(7)),
+    src.replace_source(rec(there), there, [
+        (gene(CONTENT_OLD_HERE, there, 1, tier="open", access_count=7, verified=500.0, user="file-user"), unit(5)),
+        (gene(CONTENT_NEW_HERE, there, 10, tier="open", access_count=8, verified=500.0, user="file-user"), unit(6)),
+        (gene(CONTENT_FILE_ONLY, there, 20, verified=500.0), unit(7)),
     ])
     export = tmp_path / "conflict.hxg"
     portable.export_genome(src, export)
@@ -166,7 +189,7 @@ def conflict(tmp_path: Path) -> tuple[Path, Path]:
 def test_skip_existing_keeps_ours_and_adds_the_rest(conflict) -> None:
     export, target = conflict
     g = Genome(target)
-    result = portable.import_genome(g, export, strategy="skip_existing")
+    result = portable.import_genome(g, export, strategy="skip_existing", remap=confirm(export))
     assert result["genes"] == {"new": 1, "skipped": 2, "overwritten": 0}
     assert set(result["examples"]["skipped"]) == {gid(CONTENT_OLD_HERE), gid(CONTENT_NEW_HERE)}
     assert result["examples"]["new"] == [gid(CONTENT_FILE_ONLY)]
@@ -180,15 +203,15 @@ def test_skip_existing_keeps_ours_and_adds_the_rest(conflict) -> None:
 def test_overwrite_takes_the_files_metadata(conflict) -> None:
     export, target = conflict
     g = Genome(target)
-    result = portable.import_genome(g, export, strategy="overwrite")
+    result = portable.import_genome(g, export, strategy="overwrite", remap=confirm(export))
     assert result["genes"] == {"new": 1, "skipped": 0, "overwritten": 2}
     for content in (CONTENT_OLD_HERE, CONTENT_NEW_HERE):
         got = g.get_gene(gid(content))
-        assert got.user == "file-user" and got.tier == "open" and got.source_path == "/p/m.py"
+        assert got.user == "file-user" and got.tier == "open" and got.source_path == str(export.parent / "p" / "m.py")
         assert got.provenance.last_verified_at == 500.0
         assert g.embedding_of(got.rowid) is not None  # the file's vector came along
         # sources are a union: the place it was found here is not forgotten
-        assert {s[0] for s in g.sources_of(got.rowid)} == {"/local/m.py", "/p/m.py"}
+        assert {s[0] for s in g.sources_of(got.rowid)} == {"/local/m.py", str(export.parent / "p" / "m.py")}
     # the FTS index follows the new path
     assert g.fts_search('"verified_long_ago"', 5)
     g.conn.execute("INSERT INTO genes_fts(genes_fts) VALUES ('integrity-check')")
@@ -197,7 +220,7 @@ def test_overwrite_takes_the_files_metadata(conflict) -> None:
 def test_newest_keeps_whichever_was_verified_last(conflict) -> None:
     export, target = conflict
     g = Genome(target)
-    result = portable.import_genome(g, export, strategy="newest")
+    result = portable.import_genome(g, export, strategy="newest", remap=confirm(export))
     assert result["genes"] == {"new": 1, "skipped": 1, "overwritten": 1}
     assert result["examples"]["overwritten"] == [gid(CONTENT_OLD_HERE)]  # ours (100) older than the file's (500)
     assert result["examples"]["skipped"] == [gid(CONTENT_NEW_HERE)]  # ours (900) newer
@@ -220,10 +243,11 @@ def test_dry_run_reports_the_plan_and_changes_nothing(conflict) -> None:
     generation = g.generation()
     before = snapshot(g)
     mtime = target.stat().st_mtime_ns
-    plan = portable.import_genome(g, export, strategy="overwrite", dry_run=True)
+    plan = portable.import_genome(g, export, strategy="overwrite", dry_run=True, remap=confirm(export))
     assert plan["dry_run"] and plan["would_change"] and not plan["changed"]
     assert plan["genes"] == {"new": 1, "skipped": 0, "overwritten": 2}
-    assert plan["sources_added"] == 3 and plan["files"]["new"] == 1
+    assert plan["spans_added"] == 3 and plan["files"]["new"] == 1
+    assert plan["sources_added"] == [str(export.parent / "p")]
     assert set(plan["examples"]["overwritten"]) == {gid(CONTENT_OLD_HERE), gid(CONTENT_NEW_HERE)}
     assert plan["generation_after"] == plan["generation_before"] == generation == g.generation()
     assert snapshot(g) == before
@@ -231,8 +255,9 @@ def test_dry_run_reports_the_plan_and_changes_nothing(conflict) -> None:
     text = portable.format_summary(plan)
     assert "dry run, nothing written" in text and "overwritten 2" in text
     # and the real import then does what the plan said
-    done = portable.import_genome(g, export, strategy="overwrite")
-    assert done["genes"] == plan["genes"] and done["sources_added"] == plan["sources_added"]
+    done = portable.import_genome(g, export, strategy="overwrite", remap=confirm(export))
+    assert done["genes"] == plan["genes"] and done["spans_added"] == plan["spans_added"]
+    assert done["sources_added"] == plan["sources_added"]
 
 
 # ── refused files ──
@@ -327,7 +352,7 @@ def test_corrupt_truncated_and_foreign_files_are_refused_without_change(tmp_path
         assert target.generation() == generation, name
     assert snapshot(target) == before
     # the good file still imports after all that
-    assert portable.import_genome(target, good)["genes"]["new"] == 6
+    assert portable.import_genome(target, good, remap=remap(tmp_path / "src.db"))["genes"]["new"] == 6
 
 
 def test_a_failure_while_writing_rolls_the_whole_import_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -342,7 +367,7 @@ def test_a_failure_while_writing_rolls_the_whole_import_back(tmp_path: Path, mon
 
     monkeypatch.setattr(portable_sql, "write_link", explode)  # links are written after every gene
     with pytest.raises(RuntimeError, match="disk on fire"):
-        portable.import_genome(target, export)
+        portable.import_genome(target, export, remap=remap(tmp_path / "src.db"))
     assert target.generation() == generation
     assert target.stats()["total_genes"] == 0 and not list(target.iter_genes(include_retired=True))
     assert target.fts_search('"parse_config"', 5) == []
@@ -356,3 +381,23 @@ def test_the_export_knows_every_column_of_the_store(tmp_path: Path) -> None:
     assert sorted(genes) == sorted(portable_sql.GENE_FIELDS)
     assert sorted(files) == sorted(portable_sql.FILE_FIELDS)
     assert sorted(portable._GENE_TYPES) == sorted(set(portable_sql.GENE_FIELDS) - {"tags", "facts", "embedding"})
+
+
+def test_a_path_that_leaves_its_root_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    """A root confirmed by the user, a relative path without '..', and still outside: a symlink on the way."""
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "pkg" / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    inside, escaped = str(root / "pkg" / "ok.py"), str(root / "pkg" / "linked" / "x.py")
+    src = Genome(tmp_path / "src.db")
+    src.replace_source(rec(inside), inside, [(gene("def ok():\n    pass\n", inside), None)])
+    src.replace_source(rec(escaped), escaped, [(gene("def escaped():\n    pass\n", escaped), None)])
+    sources_sql.add_source(src, str(root), None, 1.0)
+    portable.export_genome(src, tmp_path / "x.hxg")
+    dst = Genome(tmp_path / "dst.db")
+    result = portable.import_genome(dst, tmp_path / "x.hxg", remap={"src": str(root)})
+    assert result["genes"]["new"] == 1 and result["files"]["new"] == 1
+    assert result["refused"]["total"] == 2
+    assert all("through a symlink" in r["reason"] for r in result["refused"]["records"])
+    assert set(dst.file_records()) == {inside}

@@ -10,14 +10,19 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from helix_context.genome.retention import WriteCaps, cap_buffer, cap_edges, cap_sessions
 from helix_context.models import Gene
 
 
 class LearningMixin:
-    """Needs `conn`, `transaction`, `get_gene`, `genes_by_rowid` from Genome."""
+    """Needs `conn`, `transaction`, `get_gene`, `genes_by_rowid` and `caps` from Genome.
+
+    Every write here applies its retention cap in its own transaction (genome/retention.py), so the
+    tables never exceed the caps between two prunes."""
 
     conn: Any
     transaction: Any
+    caps: WriteCaps
     get_gene: Callable[[str], Gene | None]  # Genome's, declared here for the type checker
     genes_by_rowid: Callable[[Iterable[int]], dict[int, Gene]]
 
@@ -52,6 +57,7 @@ class LearningMixin:
             tx.executemany(
                 "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
                 "ON CONFLICT(a, b) DO UPDATE SET count = count + 1, last_at = excluded.last_at", pairs)
+            cap_edges(tx, self.caps.coactivation_per_gene, ids)
 
     def coactivation_links(self) -> list[tuple[str, str, int, float]]:
         return [tuple(r) for r in self.conn.execute(
@@ -77,19 +83,21 @@ class LearningMixin:
                 "requests = requests + 1, genes_delivered = genes_delivered + excluded.genes_delivered, "
                 "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE agent END",
                 (session_id, agent, now, now, genes_delivered))
+            cap_sessions(tx, self.caps.max_sessions)
 
     def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
         now = time.time()
         with self.transaction(changes_genes=False) as tx:
             tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
                            [(session_id, role, content, now) for role, content in messages])
+            cap_buffer(tx, self.caps.max_buffer_rows)
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions "
             "ORDER BY last_seen DESC LIMIT ?", (limit,))
         keys = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
-        return [dict(zip(keys, r)) for r in rows]
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]:
         return [tuple(r) for r in self.conn.execute(

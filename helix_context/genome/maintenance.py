@@ -65,7 +65,7 @@ class MaintenanceMixin:
         return wal.stat().st_size if wal.exists() else 0
 
     def stats(self) -> dict[str, Any]:
-        with closing(scan_connection(self.path)) as c:  # scans the genes table: never through the map (scan.py)
+        with closing(scan_connection(self.path, immutable=getattr(self, "disk_full", False))) as c:  # scans the genes table: never through the map (scan.py)
             return self._stats(c)
 
     def _stats(self, c: sqlite3.Connection) -> dict[str, Any]:

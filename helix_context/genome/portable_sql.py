@@ -1,4 +1,4 @@
-"""SQL for genome export / import (helix_context/portable.py holds the file format).
+"""SQL for genome export / import (helix_context/portable/ holds the file format and the checks).
 
 Export reads every column of a gene (including the ones the Gene dataclass
 does not carry: retirement, last access, the changed-source mark, the raw
@@ -65,7 +65,7 @@ def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple
                 "ORDER BY gene, path, start_line", ids):
             sources.setdefault(gene, []).append([path, start, end])
         for row in rows:
-            data = dict(zip(GENE_FIELDS, row[1:]))
+            data = dict(zip(GENE_FIELDS, row[1:], strict=True))
             data["content"] = unpack_text(data["content"])  # text, whatever the store's encoding
             yield data, sources.get(row[0], [])
         last = ids[-1]
@@ -73,7 +73,7 @@ def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple
 
 def iter_file_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
     for row in conn.execute("SELECT " + ", ".join(FILE_FIELDS) + " FROM files ORDER BY path"):
-        yield dict(zip(FILE_FIELDS, row))
+        yield dict(zip(FILE_FIELDS, row, strict=True))
 
 
 def iter_coactivation_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, float]]:
@@ -82,7 +82,82 @@ def iter_coactivation_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str,
         "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b ORDER BY c.a, c.b")
 
 
+SYMBOL_FIELDS = ("path", "name", "leaf", "kind", "start_line", "end_line")
+SOURCE_FIELDS = ("path", "project", "added_at")
+SESSION_FIELDS = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
+ACTIVITY_FIELDS = ("at", "kind", "actor", "summary", "counts")
+
+
+def iter_symbol_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    """Every symbol with the id of the gene holding its first line (rowids differ between genomes)."""
+    for row in conn.execute("SELECT g.gene_id, " + ", ".join(f"s.{c}" for c in SYMBOL_FIELDS) +
+                            " FROM symbols s JOIN genes g ON g.id = s.gene ORDER BY s.path, s.start_line, s.id"):
+        yield {"gene": row[0], **dict(zip(SYMBOL_FIELDS, row[1:], strict=True))}
+
+
+def iter_source_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    """The folders the user chose (not those being forgotten)."""
+    for row in conn.execute("SELECT " + ", ".join(SOURCE_FIELDS) + " FROM sources "
+                            "WHERE pending IS NULL OR pending != 'forget' ORDER BY path"):
+        yield dict(zip(SOURCE_FIELDS, row, strict=True))
+
+
+def iter_session_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    for row in conn.execute("SELECT " + ", ".join(SESSION_FIELDS) + " FROM sessions ORDER BY last_seen"):
+        yield dict(zip(SESSION_FIELDS, row, strict=True))
+
+
+def iter_activity_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    for row in conn.execute("SELECT " + ", ".join(ACTIVITY_FIELDS) + " FROM activity ORDER BY id"):
+        data = dict(zip(ACTIVITY_FIELDS, row, strict=True))
+        data["counts"] = json.loads(data["counts"] or "{}")
+        yield data
+
+
+def iter_vector_changes(conn: sqlite3.Connection) -> Iterator[str]:
+    """The vector change log in order, as gene ids (entries of genes deleted since are left out)."""
+    for (gene_id,) in conn.execute("SELECT g.gene_id FROM vector_changes v JOIN genes g ON g.id = v.gene "
+                                   "ORDER BY v.seq"):
+        yield gene_id
+
+
 # ── import ──
+
+
+def write_symbol(tx: Any, gene: int, row: dict[str, Any]) -> bool:
+    """One symbol, unless the same one (path, name, first line, gene) is stored already."""
+    if symbol_exists(tx, gene, row):
+        return False
+    tx.execute("INSERT INTO symbols(gene, " + ", ".join(SYMBOL_FIELDS) + ") VALUES (?, ?, ?, ?, ?, ?, ?)",
+               (gene, *[row[c] for c in SYMBOL_FIELDS]))
+    return True
+
+
+def source_exists(conn: sqlite3.Connection | Any, path: str) -> bool:
+    return conn.execute("SELECT 1 FROM sources WHERE path = ?", (path,)).fetchone() is not None
+
+
+def write_source(tx: Any, path: str, project: str | None, added_at: float) -> None:
+    """A folder from an export, as `helix sources add` records it: the next backend start indexes it."""
+    tx.execute("INSERT INTO sources(path, project, added_at, state) VALUES (?, ?, ?, 'new') "
+               "ON CONFLICT(path) DO UPDATE SET project = COALESCE(project, excluded.project)", (path, project, added_at))
+
+
+def session_last_seen(conn: sqlite3.Connection | Any, session_id: str) -> float | None:
+    row = conn.execute("SELECT last_seen FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    return float(row[0]) if row else None
+
+
+def write_session(tx: Any, row: dict[str, Any]) -> None:
+    tx.execute("INSERT OR REPLACE INTO sessions(" + ", ".join(SESSION_FIELDS) + ") VALUES (?, ?, ?, ?, ?, ?)",
+               [row[c] for c in SESSION_FIELDS])
+
+
+def activity_exists(conn: sqlite3.Connection | Any, row: dict[str, Any]) -> bool:
+    return conn.execute("SELECT 1 FROM activity WHERE at = ? AND kind = ? AND actor = ? AND summary = ?",
+                        (row["at"], row["kind"], row["actor"], row["summary"])).fetchone() is not None
+
+
 
 
 def existing_genes(conn: sqlite3.Connection | Any, gene_ids: Sequence[str]) -> dict[str, tuple[int, float, float]]:
@@ -218,3 +293,19 @@ def change_markers(conn: sqlite3.Connection) -> dict[str, int | None]:
     except sqlite3.OperationalError:  # not a Helix genome (no meta table): data_version still works
         generation = None
     return {"data_version": data_version, "generation": generation}
+
+
+def disk_paths(conn: sqlite3.Connection) -> set[str]:
+    """Every path of a file on disk the genome names: files, spans of file genes, symbols."""
+    paths = {r[0] for r in conn.execute("SELECT path FROM files")}
+    paths.update(r[0] for r in conn.execute(
+        "SELECT DISTINCT s.path FROM gene_sources s JOIN genes g ON g.id = s.gene WHERE g.source_kind = 'file'"))
+    paths.update(r[0] for r in conn.execute("SELECT DISTINCT source_path FROM genes "
+                                            "WHERE source_kind = 'file' AND source_path IS NOT NULL"))
+    paths.update(r[0] for r in conn.execute("SELECT DISTINCT path FROM symbols"))
+    return paths
+
+
+def symbol_exists(conn: sqlite3.Connection | Any, gene: int, row: dict[str, Any]) -> bool:
+    return conn.execute("SELECT 1 FROM symbols WHERE path = ? AND name = ? AND start_line = ? AND gene = ?",
+                        (row["path"], row["name"], row["start_line"], gene)).fetchone() is not None

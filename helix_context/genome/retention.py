@@ -9,6 +9,11 @@ text; left alone they grow for as long as the server runs. The rules ([retention
   most recent ``max_sessions`` / ``max_buffer_rows`` are kept;
 - consolidated buffer rows (already distilled into session-notes genes) are deleted at once.
 
+The caps hold at every moment, not only after a prune: the writes themselves (learning.py's
+`record_delivery`, `touch_session`, `buffer_exchange`) call `cap_edges`, `cap_sessions` and
+`cap_buffer` in the same transaction, so no reader ever sees a table past its cap. `prune` adds
+what only time can do (decay, the TTL) and re-applies the caps to the whole table.
+
 Genes themselves are not touched here: they follow their files (ingest retires them).
 """
 
@@ -17,8 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from helix_context.config import RetentionSettings
@@ -39,6 +45,69 @@ class PruneReport:
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class WriteCaps:
+    """The caps a write enforces as it writes (the same numbers as [retention])."""
+
+    coactivation_per_gene: int = 32
+    max_sessions: int = 5_000
+    max_buffer_rows: int = 50_000
+
+    @classmethod
+    def of(cls, cfg: RetentionSettings) -> WriteCaps:
+        return cls(cfg.coactivation_per_gene, cfg.max_sessions, cfg.max_buffer_rows)
+
+
+_RANKED_EDGES = (
+    "SELECT a, b FROM ("
+    " SELECT a, b, ROW_NUMBER() OVER (PARTITION BY g ORDER BY count DESC, last_at DESC) AS r FROM ("
+    "  SELECT a AS g, a, b, count, last_at FROM coactivation {where_a}"
+    "  UNION ALL SELECT b AS g, a, b, count, last_at FROM coactivation {where_b}))"
+    " WHERE r > ?")
+
+
+def cap_edges(tx: Any, per_gene: int, genes: Sequence[int] | None = None) -> int:
+    """Each gene keeps only its strongest edges (an edge goes when it is past the cap of either end).
+
+    `genes`: only these can have gained edges (the ones just delivered together), so only their
+    edges are read (a few hundred rows, through the primary key and the index on b), ranked here,
+    and the ones past the cap deleted by key: no scan or window sort of the table on the request
+    path (a ranked DELETE … IN tripled the cost of a delivery). None ranks the whole table (prune)."""
+    if genes is None:
+        ranked = _RANKED_EDGES.format(where_a="", where_b="")
+        return int(tx.execute(f"DELETE FROM coactivation WHERE (a, b) IN ({ranked})", (per_gene,)).rowcount)
+    marks = ",".join("?" * len(genes))
+    touched = set(genes)
+    edges: dict[int, list[tuple[float, float, int, int]]] = {}
+    for a, b, count, last_at in tx.execute(
+            f"SELECT a, b, count, last_at FROM coactivation WHERE a IN ({marks}) "
+            f"UNION ALL SELECT a, b, count, last_at FROM coactivation WHERE b IN ({marks}) AND a NOT IN ({marks})",
+            (*genes, *genes, *genes)).fetchall():
+        for end in (a, b):
+            if end in touched:
+                edges.setdefault(end, []).append((-count, -last_at, a, b))
+    past: set[tuple[int, int]] = set()
+    for own in edges.values():
+        if len(own) > per_gene:
+            own.sort()  # strongest first: count, then the most recent
+            past.update((a, b) for _, _, a, b in own[per_gene:])
+    if past:
+        tx.executemany("DELETE FROM coactivation WHERE a = ? AND b = ?", sorted(past))
+    return len(past)
+
+
+def cap_sessions(tx: Any, max_sessions: int) -> int:
+    """Only the most recently seen sessions stay."""
+    return int(tx.execute("DELETE FROM sessions WHERE session_id IN (SELECT session_id FROM sessions "
+                          "ORDER BY last_seen DESC LIMIT -1 OFFSET ?)", (max_sessions,)).rowcount)
+
+
+def cap_buffer(tx: Any, max_rows: int) -> int:
+    """Only the most recent chat-buffer rows stay (the id is the order of arrival)."""
+    return int(tx.execute("DELETE FROM session_buffer WHERE id <= (SELECT id FROM session_buffer "
+                          "ORDER BY id DESC LIMIT 1 OFFSET ?)", (max_rows,)).rowcount)
 
 
 def delete_consolidated(genome: Genome) -> int:
@@ -65,33 +134,28 @@ def prune(genome: Genome, cfg: RetentionSettings, now: float | None = None) -> P
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_DECAYED_AT, repr(last)))
         report.coactivation_deleted += tx.execute("DELETE FROM coactivation WHERE count < ?",
                                                   (cfg.coactivation_min_weight,)).rowcount
-        # per gene, only its strongest edges: an edge goes when it is past the cap of either end
-        report.coactivation_deleted += tx.execute(
-            "DELETE FROM coactivation WHERE (a, b) IN ("
-            " SELECT a, b FROM ("
-            "  SELECT a, b, ROW_NUMBER() OVER (PARTITION BY g ORDER BY count DESC, last_at DESC) AS r FROM ("
-            "   SELECT a AS g, a, b, count, last_at FROM coactivation"
-            "   UNION ALL SELECT b AS g, a, b, count, last_at FROM coactivation))"
-            " WHERE r > ?)", (cfg.coactivation_per_gene,)).rowcount
+        report.coactivation_deleted += cap_edges(tx, cfg.coactivation_per_gene)
 
         report.buffer_deleted += tx.execute(
             "DELETE FROM session_buffer WHERE consolidated = 1 OR at < ?", (now - ttl_s,)).rowcount
-        report.buffer_deleted += tx.execute(
-            "DELETE FROM session_buffer WHERE id <= (SELECT id FROM session_buffer ORDER BY id DESC "
-            "LIMIT 1 OFFSET ?)", (cfg.max_buffer_rows,)).rowcount
+        report.buffer_deleted += cap_buffer(tx, cfg.max_buffer_rows)
         report.sessions_deleted += tx.execute("DELETE FROM sessions WHERE last_seen < ?", (now - ttl_s,)).rowcount
-        report.sessions_deleted += tx.execute(
-            "DELETE FROM sessions WHERE session_id IN (SELECT session_id FROM sessions "
-            "ORDER BY last_seen DESC LIMIT -1 OFFSET ?)", (cfg.max_sessions,)).rowcount
+        report.sessions_deleted += cap_sessions(tx, cfg.max_sessions)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def table_rows(genome: Genome) -> dict[str, int]:
-    """Row counts of the tables retention bounds (for tests, benchmarks and `helix stats`)."""
+    """Row counts of the tables retention bounds, and the most edges any one gene has
+    (for tests, benchmarks and `helix stats`)."""
     conn = genome.conn
-    return {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # fixed names
-            for table in ("coactivation", "sessions", "session_buffer")}
+    counts: dict[str, int] = {
+        table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # fixed table names, no input
+        for table in ("coactivation", "sessions", "session_buffer")}
+    row = conn.execute("SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM (SELECT a AS g FROM coactivation "
+                       "UNION ALL SELECT b FROM coactivation) GROUP BY g)").fetchone()
+    counts["coactivation_per_gene_max"] = int(row[0] or 0)
+    return counts
 
 
 class RetentionClock:

@@ -15,9 +15,11 @@ import sqlite3
 from pathlib import Path
 
 
-def scan_connection(path: Path, timeout_s: float = 30.0) -> sqlite3.Connection:
-    """Read-only, no memory map; the caller closes it."""
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
+def scan_connection(path: Path, timeout_s: float = 30.0, *, immutable: bool = False) -> sqlite3.Connection:
+    """Read-only, no memory map; the caller closes it. `immutable`: the genome's disk is full (store.py),
+    so not even a lock file can be made."""
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?{flags}", uri=True, timeout=timeout_s,
                            check_same_thread=False)
     conn.execute("PRAGMA mmap_size = 0")
     return conn

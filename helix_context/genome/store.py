@@ -8,6 +8,7 @@ old or the new genes of a file, never a mix; readers run concurrently (WAL).
 from __future__ import annotations
 
 import json
+import shutil
 import logging
 import sqlite3
 import threading
@@ -25,6 +26,7 @@ from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.retention import WriteCaps
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
@@ -126,8 +128,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
-                 mmap_bytes: int = MMAP_BYTES) -> None:
+                 mmap_bytes: int = MMAP_BYTES, caps: WriteCaps | None = None) -> None:
         self.path = Path(path)
+        self.caps = caps or WriteCaps()  # retention caps every bookkeeping write applies (learning.py)
         self.mmap_bytes = max(0, int(mmap_bytes))
         self.busy_timeout_s = busy_timeout_ms / 1000.0
         self.readonly = readonly
@@ -141,14 +144,28 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         self._live_count: tuple[int, int] | None = None  # (generation, live genes)
         self._vectors_lock = threading.Lock()
         self._migrated = False
-        self._open_and_migrate()
+        self.disk_full = False  # opened read-only because its disk had no space left (reads still served)
+        self._immutable = False
+        try:
+            self._open_and_migrate()
+        except GenomeError:
+            if readonly or not self.path.exists() or not no_space_left(self.path.parent):
+                raise
+            # a full disk cannot even hold SQLite's WAL index: serve what is stored, write nothing
+            log.warning("no space left on the disk of genome %s: serving reads only until space is freed "
+                        "and Helix restarts", self.path)
+            self.close()
+            self.readonly = self.disk_full = self._immutable = True
+            self._open_and_migrate()
         self._migrated = True
 
     # ── connections ──
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            # immutable: no lock or WAL-index file is created (there is no room for one); changes still in a
+            # WAL that was never folded in are not seen until space is freed
+            uri = f"{self.path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if self._immutable else "")
             conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
                                    check_same_thread=False)
         else:
@@ -255,6 +272,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         (the dense matrix); bookkeeping writes (sessions, co-activation, access
         counts) pass False so a chat does not throw the caches away.
         """
+        if self.disk_full:
+            raise GenomeError(f"no space left on the disk of genome {self.path}: Helix serves what is stored but "
+                              "cannot write; free disk space and restart Helix — nothing already stored was lost")
         if self.readonly:
             raise GenomeError(f"genome {self.path} is open read-only")
         conn = self.conn
@@ -287,7 +307,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         cached = self._live_count
         if cached is not None and cached[0] == generation:
             return cached[1]
-        with closing(scan_connection(self.path)) as conn:  # a full scan: never through the map (scan.py)
+        with closing(scan_connection(self.path, immutable=self.disk_full)) as conn:  # a full scan: never through the map (scan.py)
             n = symbols_sql.live_gene_count(conn)
         self._live_count = (generation, n)
         return n
@@ -617,6 +637,17 @@ def _split_sql(script: str) -> list[str]:
     if tail:
         statements.append(tail)
     return statements
+
+
+NO_SPACE_BYTES = 1 << 20  # below this much free space a disk counts as full
+
+
+def no_space_left(folder: Path) -> bool:
+    """The disk holding `folder` is (as good as) full: what a failed write on it most likely means."""
+    try:
+        return shutil.disk_usage(folder).free < NO_SPACE_BYTES
+    except OSError:
+        return False
 
 
 def _friendly(exc: sqlite3.OperationalError, path: Path) -> GenomeError:

@@ -82,7 +82,7 @@ def _merge_hist(points: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
             continue
         merged["count"] += int(p.get("count") or 0)
         merged["sum"] += float(p.get("sum") or 0.0)
-        merged["buckets"] = [a + int(b) for a, b in zip(merged["buckets"], p["buckets"])]
+        merged["buckets"] = [a + int(b) for a, b in zip(merged["buckets"], p["buckets"], strict=False)]
         for key, pick in (("min", min), ("max", max)):
             if p.get(key) is not None:
                 merged[key] = p[key] if merged[key] is None else pick(merged[key], p[key])
@@ -95,7 +95,7 @@ def _hist_delta(cur: dict[str, Any] | None, prev: dict[str, Any] | None) -> dict
         return None
     if prev is None or len(prev["buckets"]) != len(cur["buckets"]) or cur["count"] < prev["count"]:
         return {**cur}
-    buckets = [max(0, a - b) for a, b in zip(cur["buckets"], prev["buckets"])]
+    buckets = [max(0, a - b) for a, b in zip(cur["buckets"], prev["buckets"], strict=False)]
     return {"count": cur["count"] - prev["count"], "sum": max(0.0, cur["sum"] - prev["sum"]),
             "bounds": cur["bounds"], "buckets": buckets, "min": None, "max": None}
 
@@ -411,6 +411,7 @@ def dashboard_data(request: Request,
         "service": getattr(telemetry, "service_name", None),
         "export": snapshot["export"] if snapshot else {"enabled": False, "protocol": None, "endpoint": None},
         "summary": summarize(snapshot),
+        "indexed": _indexed(app),
         "snapshot": (snapshot if buckets else _strip_buckets(snapshot)) if snapshot else None,
         "history": history.since(since),
         "supervisor": supervisor_raw,
@@ -419,6 +420,19 @@ def dashboard_data(request: Request,
         "started_at": getattr(app.state, "started_at", None),
         "activity": _activity(app),
     }
+
+
+def _indexed(app: Any) -> dict[str, Any] | None:
+    """The one count of indexed items (live genes, exact per generation) that /stats, /sources and the tray show,
+    and whether the genome's disk is full (reads only)."""
+    helix = getattr(app.state, "helix", None)
+    if helix is None:
+        return None
+    try:
+        return {"genes": helix.genome.live_gene_count(), "disk_full": helix.genome.disk_full}
+    except Exception as exc:  # an unreadable genome must not take the page down
+        log.warning("genome unreadable for the dashboard: %s", exc)
+        return {"error": str(exc)}
 
 
 def _activity(app: Any) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ class Backend:
     def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         response = self.client.request(method, path, **kwargs)
         try:
-            data = response.json()
+            data: Any = response.json()
         except ValueError:
             data = {}
         if response.status_code >= 400:
@@ -63,6 +63,7 @@ def _offline_status(genome: Genome) -> dict[str, Any]:
         row["watching"] = False
     paused = sources_sql.paused(genome)
     return {"backend": "not running", "paused": paused, "indexing": False, "sources": rows,
+            "indexed_genes": genome.live_gene_count(),
             "summary": f"backend not running; {len(rows)} folder{'s' if len(rows) != 1 else ''} on the list"}
 
 
@@ -78,6 +79,8 @@ def _ago(at: float | None) -> str:
 
 def _print_list(status: dict[str, Any]) -> None:
     print(status["summary"])
+    if isinstance(status.get("indexed_genes"), int):  # the count /stats, the dashboard and the tray show
+        print(f"{status['indexed_genes']:,} genes indexed in all (a gene shared by files counts once)")
     for row in status["sources"]:
         line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} genes  "
                 f"indexed {_ago(row['last_indexed']):<12} {row['path']}")

@@ -42,6 +42,7 @@ from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.registry import find, resolve_folder
+from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.weigh import Packet, PacketItem
 
@@ -101,6 +102,9 @@ class SourcesService:
         self._filters: dict[str, PathFilter] = {}
         self._skips: dict[str, dict[str, str]] = {}
         self._missing: set[str] = set()
+        self._lost: dict[str, tuple[int, str]] = {}  # source → (which loss, why): cleared when its rescan ends
+        self._losses = 0
+        self._failed: dict[str, str] = {}  # source → why its last pass failed, kept here: recording it may fail too
         self._cancel: set[str] = set()
         self._progress = Progress()
         self._paused = sources_sql.paused(self.genome)
@@ -168,6 +172,7 @@ class SourcesService:
         self._unwatch(key)
         with self._cond:
             self._work.pop(key, None)
+            self._lost.pop(key, None)
             if self._progress.source == key:
                 self._cancel.add(key)
             self._missing.discard(key)
@@ -213,24 +218,16 @@ class SourcesService:
             busy = self._busy
         rows = sources_sql.list_sources(self.genome)
         sources = [self._describe(row, progress) for row in rows]
-        watching = [s for s in sources if s["state"] != "removing"]
-        missing = sum(1 for s in watching if s["state"] == "missing")
-        if self._paused:
-            summary = f"Indexing paused, {_folders(len(watching))}"
-        elif busy and progress.source:
-            summary = f"Indexing {progress.done:,} / {progress.total:,} files"
-        elif queued:
-            summary = f"Indexing: {_folders(len(queued))} waiting"
-        elif not watching:
-            summary = "No folders indexed yet"
-        else:
-            summary = f"Index up to date, {_folders(len(watching))}"
-        if missing:
-            summary += f" ({missing} missing)"
+        summary = summary_line(IndexState(
+            self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
+            len(self._lost), any(no_space(why) for why in self._failed.values()), sources))
         return {
             "paused": self._paused,
             "indexing": bool(busy or queued),
             "summary": summary,
+            "disk_full": self.genome.disk_full or any(no_space(why) for why in self._failed.values()),
+            # the one count of indexed items (live genes): /stats, /health, the dashboard and the tray show it too
+            "indexed_genes": self.genome.live_gene_count(),
             "progress": {"source": progress.source, "done": progress.done, "total": progress.total,
                          "kind": progress.kind} if busy else None,
             "queued": queued,
@@ -243,7 +240,11 @@ class SourcesService:
         data = sources_sql.as_dict(row)
         key = row.path
         if row.state != "removing":
-            if key in self._missing:
+            if key in self._lost:
+                data["catching_up"] = self._lost[key][1]
+            if key in self._failed:  # shown even when the genome could not record it (a full disk)
+                data["state"], data["last_error"] = "error", self._failed[key]
+            elif key in self._missing:
                 data["state"] = "missing"
                 data["last_error"] = f"folder not found: looked for again every {self.cfg.missing_check_s:g} s"
             elif self._paused:
@@ -253,10 +254,12 @@ class SourcesService:
             elif key in self._work:
                 data["state"] = "queued"
         watcher = self._watchers.get(key)
-        data["watching"] = bool(watcher and watcher.alive and key not in self._missing)
+        degraded = bool(watcher and watcher.degraded)
+        data["watching"] = bool(watcher and watcher.alive and key not in self._missing and not degraded)
         data["polling"] = bool(watcher and watcher.polling)
-        if watcher is not None and watcher.error and not data.get("last_error"):
-            data["last_error"] = f"watching failed: {watcher.error}"
+        data["watch_failed"] = degraded
+        if watcher is not None and watcher.error and (degraded or not data.get("last_error")):
+            data["last_error"] = f"watching failed: {watcher.error}" + ("; polling instead" if degraded else "")
         if progress is not None and progress.source == key:
             data["progress"] = {"done": progress.done, "total": progress.total}
         return data
@@ -320,7 +323,7 @@ class SourcesService:
                 return False
 
             watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
-                                    on_missing=self._on_missing, on_back=self._on_back)
+                                    on_missing=self._on_missing, on_back=self._on_back, on_lost=self._on_lost)
             self._watchers[key] = watcher
             watcher.start()
 
@@ -341,6 +344,13 @@ class SourcesService:
         with self._cond:
             self._missing.add(key)
         self._queue(key, _Work(full=True))  # the pass sees the folder gone and retires its files
+
+    def _on_lost(self, key: str, reason: str) -> None:
+        """File events were lost (watcher.py): a full pass compares the folder with the index at once."""
+        with self._cond:
+            self._losses += 1
+            self._lost[key] = (self._losses, reason)
+        self._queue(key, _Work(full=True))
 
     def _on_back(self, key: str) -> None:
         with self._cond:
@@ -427,7 +437,8 @@ class SourcesService:
                     self._queue(key, work)  # paused: picked up again on resume
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
-                self._set_state(key, "error", f"{exc}")
+                self._failed[key] = disk_full_reason(self.genome.path, exc) or f"{exc}"
+                self._set_state(key, "error", self._failed[key])
             except Exception as exc:  # one folder's failure must not stop the others
                 log.exception("indexing %s failed", key)
                 self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
@@ -473,7 +484,12 @@ class SourcesService:
         with self._cond:
             self._progress = Progress(key, 0, 0, "full")
         self._set_state(key, "indexing", None)
+        with self._cond:
+            lost = self._lost.get(key)
         report = self._index().ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
+        with self._cond:
+            if self._lost.get(key) == lost:  # events lost during this pass ask for one more
+                self._lost.pop(key, None)
         self._skips[key] = {s["path"]: s["reason"] for s in report.files_skipped if not s["reason"].startswith(_GONE)}
         self._record(key, report)
         self._schedule_recheck(key, set())
@@ -530,6 +546,7 @@ class SourcesService:
         return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
 
     def _record(self, key: str, report: IngestReport) -> None:
+        self._failed.pop(key, None)
         skips = self._skips.get(key, {})
         state = "watching" if self.cfg.watch else "indexed"
         sources_sql.record_index(self.genome, key, at=time.time(),
@@ -556,6 +573,3 @@ class SourcesService:
         sources_sql.delete_source(self.genome, key)
         self._skips.pop(key, None)
 
-
-def _folders(n: int) -> str:
-    return f"{n:,} folder{'s' if n != 1 else ''}"

@@ -8,6 +8,19 @@ arrives as a handful of batches rather than 500 wake-ups. Native events
 
 A folder that vanishes is reported once and then looked for every
 `missing_check_s` — a stat, nothing logged — until it comes back.
+
+Events can be lost, and then a watcher says so instead of pretending:
+- a file name that is not valid UTF-8 makes the Rust watcher raise for the whole
+  batch (every path of that moment goes with it) and then again on every later
+  call, because the bad path stays in its pending set. The watch is rebuilt at
+  once (still native) and `on_lost` asks for a reconciliation pass — a walk
+  that compares the folder with the index, which also lists the bad name as
+  skipped with its reason.
+- any other failure of the native watch falls back to polling; the watcher is
+  then `degraded` (the source shows `watching: false, polling: true` and the
+  error) and `on_lost` asks for the same pass.
+`on_lost` is called only after the new watch is in place, so a write that lands
+between the failure and the pass is either seen by the new watch or by the walk.
 """
 
 from __future__ import annotations
@@ -25,17 +38,21 @@ log = logging.getLogger("helix.sources")
 class FolderWatcher:
     def __init__(self, root: Path, settings: SourcesSettings, *, wanted: Callable[[str], bool],
                  on_changes: Callable[[str, set[str]], None], on_missing: Callable[[str], None],
-                 on_back: Callable[[str], None]) -> None:
+                 on_back: Callable[[str], None], on_lost: Callable[[str, str], None]) -> None:
         self.root = root
         self.settings = settings
         self._wanted = wanted
         self._on_changes = on_changes
         self._on_missing = on_missing
         self._on_back = on_back
+        self._on_lost = on_lost
+        self._lost = ""  # why events were lost; reported through on_lost once the next watch is in place
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the first watch is in place (tests, benchmarks)
         self.polling = settings.force_polling
         self.error = ""  # the last reason a watch failed (shown with the source)
+        self.degraded = False  # native events failed and this folder is polled instead
+        self.bad_names = 0  # batches lost to a name that is not valid UTF-8 (tests, the activity record)
         self._thread = threading.Thread(target=self._run, name=f"helix-watch-{root.name}", daemon=True)
 
     def start(self) -> None:
@@ -74,10 +91,13 @@ class FolderWatcher:
                 continue  # removed between the check and the watch: the loop reports it
             except Exception as exc:  # a watch that breaks must not take the backend with it
                 self.error = f"{type(exc).__name__}: {exc}"
+                self._lost = self.error
                 if not self.polling:
                     # native events can run out (inotify's max_user_watches on a huge tree): poll instead
-                    log.warning("native file events failed for %s (%s); polling it instead", key, self.error)
+                    log.warning("native file events failed for %s (%s); polling it instead and rescanning",
+                                key, self.error)
                     self.polling = True
+                    self.degraded = True
                     continue
                 if self.error != last_error:
                     log.warning("watching %s failed (%s); retrying every %.0f s", key, self.error,
@@ -93,14 +113,30 @@ class FolderWatcher:
         cfg = self.settings
         with RustNotify([key], False, self.polling, cfg.poll_interval_ms, True, True) as notify:
             self.ready.set()
+            if self._lost:  # the new watch is in place: now a walk finds whatever the old one missed
+                lost, self._lost = self._lost, ""
+                self._on_lost(key, lost)
             while not self._stop.is_set():
-                raw = notify.watch(cfg.debounce_ms, cfg.quiet_ms, int(cfg.missing_check_s * 1000), self._stop)
-                if isinstance(raw, str):  # "stop", "signal" or "timeout"
-                    if raw in ("stop", "signal"):
-                        return
-                else:
+                try:
+                    raw = notify.watch(cfg.debounce_ms, cfg.quiet_ms, int(cfg.missing_check_s * 1000), self._stop)
+                except Exception as exc:
+                    if not undecodable(exc):
+                        raise
+                    # the batch is gone and this watcher stays poisoned: rebuild it (the caller's loop) and rescan
+                    self.bad_names += 1
+                    self._lost = f"a file name that is not valid UTF-8 ({exc})"
+                    log.info("a file name under %s is not valid UTF-8; rescanning the folder", key)
+                    return
+                if raw in ("stop", "signal"):
+                    return
+                if not isinstance(raw, str):  # a set of (change, path); "timeout" otherwise
                     paths = {path for _change, path in raw if self._wanted(path)}
                     if paths:
                         self._on_changes(key, paths)
                 if not self.root.is_dir():
                     return
+
+
+def undecodable(exc: BaseException) -> bool:
+    """watchfiles' error for a path it cannot turn into text (raised for the whole batch)."""
+    return type(exc).__name__ == "WatchfilesRustInternalError" and "decode path" in str(exc)

@@ -177,3 +177,58 @@ def test_prune_decays_caps_and_expires(tmp_path) -> None:
         assert table_rows(genome)["sessions"] == 0
     finally:
         genome.close()
+
+
+def test_caps_hold_at_every_moment_without_a_prune(tmp_path, helix_home, upstream_stub) -> None:
+    """The caps are enforced by the writes themselves: with the prune switched off for the whole run,
+    a sampler reading the genome file all along never sees a gene past its edge cap, nor the sessions
+    or the chat buffer past theirs (before, they grew until the next prune: 71 edges against 32)."""
+    port = free_port()
+    env = env_for(port, HELIX_PROXY_UPSTREAM_URL=upstream_stub.url,
+                  HELIX_RETENTION_COACTIVATION_PER_GENE=str(PER_GENE),
+                  HELIX_RETENTION_MAX_SESSIONS=str(MAX_SESSIONS), HELIX_RETENTION_MAX_BUFFER_ROWS=str(MAX_BUFFER),
+                  HELIX_RETENTION_PRUNE_EVERY="100000000", HELIX_RETENTION_PRUNE_INTERVAL_S="1000000")
+    proc = start(["-m", "uvicorn", "helix_context.server:app", "--host", "127.0.0.1", "--port", str(port),
+                  "--log-level", "warning"], env, tmp_path / "backend.log")
+    url = f"http://127.0.0.1:{port}"
+    samples: list[dict[str, int]] = []
+    stop = threading.Event()
+    try:
+        wait_health(url)
+        with httpx.Client(base_url=url, timeout=60) as c:
+            for i, doc in enumerate(_docs(120)):
+                assert c.post("/ingest", json={"content": doc, "embed": False,
+                                               "metadata": {"path": f"docs/{i}.md"}}).status_code == 200
+
+        def sample() -> None:
+            genome = Genome(helix_home / "genome.db", readonly=True)
+            try:
+                while not stop.is_set():
+                    samples.append(table_rows(genome))
+                    stop.wait(0.02)
+            finally:
+                genome.close()
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        rng = random.Random(5)
+        with httpx.Client(base_url=url, timeout=60) as c:
+            for n in range(600):
+                assert c.post("/context", json={"query": " ".join(rng.sample(WORDS, 3))}).status_code == 200
+                if n % 4 == 0:  # a new session per chat: 150 sessions, 300 buffer rows against caps of 40 / 150
+                    r = c.post("/v1/chat/completions", headers={"X-Helix-Session": f"cap-{n}"},
+                               json={"model": "gpt-4o-mini",
+                                     "messages": [{"role": "user", "content": f"and {rng.choice(WORDS)}?"}]})
+                    assert r.status_code == 200, r.text
+            time.sleep(0.5)  # the proxy records a chat after answering it
+        stop.set()
+        sampler.join()
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert len(samples) >= 50, f"only {len(samples)} samples"
+    peak = {key: max(s[key] for s in samples) for key in samples[0]}
+    # the largest count any sample saw is the cap itself: reached (the run pushed past it), never exceeded
+    assert peak["coactivation_per_gene_max"] == PER_GENE and peak["sessions"] == MAX_SESSIONS, peak
+    assert peak["session_buffer"] == MAX_BUFFER, peak

@@ -295,3 +295,49 @@ def test_pause_interrupts_a_running_index_and_resume_finishes_it(service_factory
     service.resume()
     wait_until(lambda: sources_sql.counts_under(service.genome, key)[0] == 1500 and service.wait_idle(0.01),
                timeout=120, what="resume to finish the folder")
+
+
+def test_a_name_that_is_not_utf8_costs_only_that_file(settings, server_factory, tmp_path: Path,
+                                                      mode: str) -> None:
+    """watchfiles raises for the whole batch on such a name (and again on every later call): the file written
+    in the same moment must still be served, the bad name listed as skipped, and the folder still watched."""
+    import time
+
+    from tests.sources.conftest import fast_settings
+
+    if os.name == "nt":
+        import pytest
+
+        pytest.skip("Windows names are UTF-16: no undecodable bytes to create")
+    server = server_factory(fast_settings(settings, polling=mode == "polling"))
+    service = server.app.state.sources
+    root = make_tree(tmp_path / "proj")
+    with server.client() as client:
+        assert client.post("/sources", json={"path": str(root)}).status_code == 202
+        assert service.wait_idle(30) and service.wait_watching(10)
+
+        bad = os.path.join(os.fsencode(root / "src"), b"caf\xe9_latin1.py")
+        with open(bad, "wb") as f:
+            f.write(b"def latin_named():\n    return 'latin'\n")
+        write(root / "src" / "beside_it.py", "def written_beside_the_bad_name():\n    return 'umbrabird'\n")
+        written = time.monotonic()
+
+        def served() -> bool:
+            body = client.post("/context", json={"query": "written_beside_the_bad_name umbrabird"}).json()
+            return "written_beside_the_bad_name" in body["expressed_context"]
+
+        wait_until(served, timeout=2.0, what="the file written beside the bad name to be served")
+        assert time.monotonic() - written < 2.0
+        assert service.wait_idle(10)
+
+        status = client.get("/sources").json()
+        (row,) = status["sources"]
+        skipped = {s["path"]: s["reason"] for s in row["skipped"]}
+        bad_shown = str(root.resolve() / "src" / "caf\\xe9_latin1.py")
+        assert bad_shown in skipped and "not valid UTF-8" in skipped[bad_shown], skipped
+        assert row["watching"] and row["polling"] == (mode == "polling") and not row["watch_failed"]
+        assert status["summary"] == "Index up to date, 1 folder"
+
+        # the watch still works after the rebuild: the next edit is followed as usual
+        write(root / "src" / "after.py", "def after_the_bad_name():\n    return 'kestrelfin'\n")
+        wait_until(lambda: _indexed(service, root.resolve() / "src" / "after.py"), what="a later file")

@@ -373,8 +373,10 @@
     const ret = s.retrieval || {};
     setTile("tile-retrievals", fmtNum(ret.count || 0), "avg " + fmtNum(ret.genes_delivered_avg) + " genes delivered");
     const genome = s.genome || {};
-    const genes = sumObj(genome.genes_by_tier);
-    setTile("tile-genome", fmtNum(genes), fmtBytes(genome.db_bytes) + " db" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " wal" : ""), " genes");
+    const indexed = data.indexed || {};
+    // the one count (live genes) that /stats, /sources and the tray show; the tier gauge only when it is missing
+    const genes = isNum(indexed.genes) ? indexed.genes : sumObj(genome.genes_by_tier);
+    setTile("tile-genome", fmtNum(genes), (indexed.disk_full ? "DISK FULL: reads only · " : "") + fmtBytes(genome.db_bytes) + " db" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " wal" : ""), " genes");
     const gpu = sv && sv.gpu;
     const meter = document.querySelector("#tile-gpu .meter");
     if (gpu && gpu.available && isNum(gpu.total_bytes) && gpu.total_bytes > 0) {
