@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends
 from helix_context.config import Settings
 from helix_context.ingest.pipeline import ApiTextRefused
 from helix_context.manager import HelixContextManager
+from helix_context.query_text import echo
 from helix_context.server.deps import get_helix, get_settings
 from helix_context.server.errors import HelixHTTPError
 from helix_context.server.models import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
@@ -48,7 +49,7 @@ def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get
 def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Only what to re-read or re-ingest before trusting an answer to this query."""
     data = context_packet(body, helix)
-    return {"query": body.query, "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
+    return {"query": echo(body.query), "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
             "known_empty": data["known_empty"], "notes": data["notes"]}
 
 
@@ -59,7 +60,7 @@ def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(g
                                     group_by=body.group_by)
     except ValueError as exc:
         raise _bad_request(exc) from None
-    return {"query": body.query, "group_by": body.group_by, "results": results}
+    return {"query": echo(body.query), "group_by": body.group_by, "results": results}
 
 
 def _allowed(path: Path, settings: Settings) -> bool:
