@@ -76,7 +76,7 @@ class IngestReport:
             f"{len(self.files_skipped)} skipped",
             f"{self.genes_added} chunks indexed",
             f"{self.genes_replaced} replaced",
-            f"{self.genes_removed} retired",
+            f"{self.genes_retired} removed",
             f"{self.bytes / 1e6:.2f} MB in {self.seconds:.2f} s",
         ]
         return ", ".join(parts)
