@@ -342,7 +342,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
                 "token budget for the excerpts (default: the server's [budget] token_budget)"))] = None,
             project: Project = None,
             page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query)}
             if budget_tokens is not None:
                 body["budget_tokens"] = budget_tokens
@@ -369,7 +369,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             group_by: Annotated[Literal["symbol", "file"], Field(description=(
                 "symbol: items only; file: also `files`, ranked by their symbols' evidence"))] = "symbol",
             page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type, "group_by": group_by}
             if project:
                 body["project"] = project
@@ -393,7 +393,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
 
     async def helix_refresh_targets(query: Query, task_type: TaskType = "edit", project: Project = None,
                                     page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type}
             if project:
                 body["project"] = project
@@ -458,7 +458,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "from. project groups the genes. Returns a short ingest report."))
 
     async def helix_stats(page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             return mcp_render.mapping_units(await backend.request("GET", "/stats"))
 
         return await guarded(pager.answer("helix_stats", {}, page, run))
@@ -469,7 +469,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "(embeddings, NER, compression) are active."))
 
     async def helix_health(page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             return mcp_render.mapping_units(await backend.request("GET", "/health"))
 
         return await guarded(pager.answer("helix_health", {}, page, run))
