@@ -14,19 +14,24 @@ prints the chosen folder, exits 1 when cancelled, 3 when no dialog can open.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from helix_context.config import Settings
 
+DIALOG_TITLE = "Helix Context: add a folder to index"
 PICK_CANCELLED = 1
 PICK_NO_DIALOG = 3
 NO_BACKEND_LINE = "Indexing: backend not reachable"
+
+log = logging.getLogger("helix.tray")
 
 
 class NoDialog(RuntimeError):
@@ -45,7 +50,8 @@ def choose_folder(timeout_s: float = 3600.0) -> str | None:
         return done.stdout.strip()
     if done.returncode == PICK_CANCELLED:
         return None
-    raise NoDialog(done.stderr.strip()[-300:] or f"the folder dialog exited with {done.returncode}")
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    raise NoDialog(lines[-1][-300:] if lines else f"the folder dialog exited with {done.returncode}")
 
 
 class SourcesMenu:
@@ -53,9 +59,11 @@ class SourcesMenu:
 
     def __init__(self, settings: Settings, *, open_url: Callable[[str], Any],
                  ask_folder: Callable[[], str | None] = choose_folder,
-                 on_change: Callable[[], None] | None = None, poll_s: float = 3.0) -> None:
+                 on_change: Callable[[], None] | None = None, poll_s: float = 3.0,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self._open_url = open_url
+        self._notify = notify or (lambda text: log.warning("tray: %s", text))
         self._ask_folder = ask_folder
         self._on_change = on_change
         self._poll_s = poll_s
@@ -126,7 +134,9 @@ class SourcesMenu:
     def _add_folder(self) -> None:
         try:
             folder = self._ask_folder()
-        except NoDialog:
+        except NoDialog as exc:
+            self._notify(f"No folder dialog can open here ({exc}). Add the folder on the dashboard's "
+                         f"Sources panel: {self.sources_page}")
             self._open_url(self.sources_page)  # the page has an add form
             return
         if not folder:
@@ -165,8 +175,9 @@ def for_app(app: Any) -> SourcesMenu:
         from launcher import desktop
 
         refresh = getattr(app, "_refresh_menu", None)
+        notices = getattr(app, "notices", None)
         menu = SourcesMenu(app.settings, open_url=getattr(app, "_open_url", desktop.open_url),
-                           on_change=refresh)
+                           on_change=refresh, notify=notices.post if notices is not None else None)
         app.sources_menu = menu
     return menu
 
@@ -175,14 +186,21 @@ def _pick_folder() -> int:
     try:
         import tkinter
         from tkinter import filedialog
-
+    except ImportError:
+        print(f"this Python ({sys.executable}) has no tkinter; Debian/Ubuntu: sudo apt install python3-tk",
+              file=sys.stderr)
+        return PICK_NO_DIALOG
+    try:
         root = tkinter.Tk()
-    except Exception as exc:  # noqa: BLE001 - ImportError, TclError (no display)
-        print(f"no folder dialog: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - TclError: no display, a broken Tk
+        print(f"Tk cannot open a window: {exc}", file=sys.stderr)
         return PICK_NO_DIALOG
     root.withdraw()
     root.attributes("-topmost", True)
-    folder = filedialog.askdirectory(parent=root, title="Helix Context: add a folder to index", mustexist=True)
+    # in the user's home (not the launcher's working folder); the dialog takes the keyboard focus,
+    # so one Enter (or one click on OK) confirms the folder shown
+    root.after(200, root.focus_force)
+    folder = filedialog.askdirectory(parent=root, title=DIALOG_TITLE, mustexist=True, initialdir=str(Path.home()))
     root.destroy()
     if not folder:
         return PICK_CANCELLED

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ import psutil
 from helix_context.config import ConfigError, Settings, load_config
 
 from launcher import backends, desktop
+from launcher.notices import Notices
 from launcher.icons import STATE_LABELS, make_icon
 from launcher.menu import collect, to_pystray
 from launcher.popup import TkPopupMenu
@@ -64,12 +66,14 @@ class TrayApp:
     """Menu actions and icon updates around one Supervisor. No display needed to call the actions."""
 
     def __init__(self, settings: Settings, supervisor: Supervisor, *,
-                 open_url: Callable[[str], Any] = desktop.open_url,
+                 open_url: Callable[[str], Any] | None = None,
                  open_path: Callable[[Path], Any] = desktop.open_path,
                  on_stop: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.supervisor = supervisor
-        self._open_url = open_url
+        self.notices = Notices(self._show_notice)
+        # the real opener reports a browser that fails at once (and reaps it); a test's recorder needs none
+        self._open_url = open_url or functools.partial(desktop.open_url, on_failure=self.notices.post)
         self._open_path = open_path
         self.on_stop = on_stop  # told of the first stop request (main: arms the stop deadline)
         self.snapshot: dict[str, Any] | None = supervisor.snapshot()
@@ -193,6 +197,13 @@ class TrayApp:
             self._pressure_seen = pressure
         except Exception:  # noqa: BLE001 - a display hiccup must not stop supervising
             log.warning("icon update failed (retried on the next snapshot)", exc_info=True)
+        self._refresh_menu()
+
+    def _show_notice(self, text: str) -> None:
+        """A notice also as a desktop notification where the backend has them; the menu shows it anyway."""
+        icon = self.icon
+        if icon is not None and getattr(icon, "HAS_NOTIFICATION", False):
+            icon.notify(text, "Helix Context")
         self._refresh_menu()
 
     def _refresh_menu(self) -> None:
