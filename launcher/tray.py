@@ -58,6 +58,11 @@ INSTALL_HINT = (
     "GNOME needs the 'AppIndicator and KStatusNotifierItem Support' extension to show tray icons."
 )
 
+NO_DISPLAY_HINT = (
+    "This session has no display: DISPLAY (X11) and WAYLAND_DISPLAY are unset, so no tray icon or window can "
+    "show here (an SSH login, a service, a container). Start helix-tray from a desktop session, or run "
+    "`ssh -X` / set DISPLAY to reach one; `helix supervise` is the way to run Helix without a desktop."
+)
 
 # ── the app ───────────────────────────────────────────────────────────────────
 
@@ -315,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     why = backends.no_display_reason(os.environ)
     cands = [] if why else backends.candidates(os.environ)
     if not any(c.icon_class for c in cands):
+        # with no display at all, packages are not the cause: installing them would change nothing
+        hint = NO_DISPLAY_HINT if why else INSTALL_HINT
         why = why or "; ".join(f"{c.name}: {c.why}" for c in cands)
-        print(f"helix-tray: no system tray available ({why}).\n{INSTALL_HINT}\n"
+        print(f"helix-tray: no system tray available ({why}).\n{hint}\n"
               f"Running the supervisor without an icon; the dashboard is {settings.base_url}/dashboard",
               file=sys.stderr, flush=True)
         return run_supervisor(settings, headless=True)

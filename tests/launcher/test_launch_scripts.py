@@ -66,9 +66,9 @@ def test_the_bat_does_what_the_sh_does_step_by_step():
     assert 'helix-tray.exe" %*' in (REPO / "start-helix-tray.bat").read_text()
 
 
-def _fake_python(dir: Path, name: str, version: tuple[int, int, int], gi: bool) -> str:
+def _fake_python(dir: Path, name: str, version: tuple[int, int, int], gi: bool, tk: bool = True) -> str:
     exe = dir / name
-    info = {"executable": str(exe), "version": list(version), "gi": gi, "base": False}
+    info = {"executable": str(exe), "version": list(version), "gi": gi, "tk": tk, "base": False}
     exe.write_text(f"#!/bin/sh\necho '{json.dumps(info)}'\n")
     exe.chmod(0o755)
     return str(exe)
@@ -108,6 +108,23 @@ def test_the_picker_prefers_a_python_that_can_load_gi(tmp_path, monkeypatch):
     out, err = _Buf(), _Buf()
     assert pick_python.main([], env={"PYTHON": old}, out=out, err=err, os_name="posix") == 1
     assert "3.11 or newer" in err.text and "3.9.2" in err.text and out.lines() == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in interpreters are shell scripts")
+def test_the_picker_names_what_tk_needs(tmp_path, monkeypatch):
+    """A Python without tkinter gets the package named, as gi is; one with it gets no such line."""
+    real = pick_python.probe([sys.executable])
+    assert real is not None and isinstance(real["tk"], bool)  # the probe really asks the interpreter
+    no_tk = _fake_python(tmp_path, "python3.11", (3, 11, 2), True, tk=False)
+    monkeypatch.setattr(pick_python, "candidate_commands", lambda env, os_name=None: [[no_tk]])
+    out, err = _Buf(), _Buf()
+    assert pick_python.main(["--venv", str(tmp_path / "v")], env={}, out=out, err=err, os_name="posix") == 0
+    assert f"{no_tk} has no tkinter" in err.text and "sudo apt install python3-tk" in err.text
+    with_tk = _fake_python(tmp_path, "python3.12", (3, 12, 1), True, tk=True)
+    monkeypatch.setattr(pick_python, "candidate_commands", lambda env, os_name=None: [[with_tk]])
+    out, err = _Buf(), _Buf()
+    assert pick_python.main(["--venv", str(tmp_path / "v")], env={}, out=out, err=err, os_name="posix") == 0
+    assert "tkinter" not in err.text
 
 
 def test_the_tray_says_which_python_to_use_when_it_lacks_gi(tmp_path):
