@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,6 +55,14 @@ def open_path(path: str | Path, platform: str = sys.platform, startfile: Any = N
         return False
 
 
+def _report(text: str, on_failure: Callable[[str], Any] | None) -> None:
+    """To the caller (who logs and shows it), else to the log."""
+    if on_failure is not None:
+        on_failure(text)
+    else:
+        log.warning("%s", text)
+
+
 def browser_command(url: str, env: Mapping[str, str] = os.environ,
                     which: Callable[[str], str | None] = shutil.which) -> list[str] | None:
     """The command that opens `url` on Linux: $BROWSER (its entries in order, `%s` = the URL, as
@@ -70,8 +79,13 @@ def browser_command(url: str, env: Mapping[str, str] = os.environ,
 
 
 def _failure_text(url: str, command: str, code: int, stderr_tail: list[str]) -> str:
-    why = next((line for line in reversed(stderr_tail) if line.strip()), "").strip()[:200]
+    lines = [line.strip() for line in stderr_tail if line.strip()]
+    # the last line that says "error" (Chromium: "[pid:tid:time:ERROR:file:line] Running as root without
+    # --no-sandbox is not supported."), without its bracketed prefix; else the last line
+    why = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
+    why = re.sub(r"^\[[^\]]*\]\s*", "", why)[:200]
     how = f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}"
+    why = why.rstrip(". ")
     return (f"The browser ({command}) {how} at once{': ' + why if why else ''}. "
             f"Open {url} in a browser yourself.")
 
@@ -96,9 +110,7 @@ def _watch(proc: subprocess.Popen[bytes], url: str, command: str, started: float
     reader.join(timeout=1.0)
     if code != 0 and time.monotonic() - started < QUICK_FAIL_S:
         text = _failure_text(url, command, code, list(tail))
-        log.warning("%s", text)
-        if on_failure is not None:
-            on_failure(text)
+        _report(text, on_failure)
 
 
 def open_url(url: str, on_failure: Callable[[str], Any] | None = None, *, platform: str = sys.platform,
@@ -110,29 +122,23 @@ def open_url(url: str, on_failure: Callable[[str], Any] | None = None, *, platfo
             if webbrowser.open(url):
                 return True
             reason = "no browser is registered"
-        except Exception as exc:  # noqa: BLE001 - no browser is not a crash
+        except Exception as exc:  # no browser is not a crash
             reason = str(exc)
         text = f"Cannot open a browser ({reason}). Open {url} in a browser yourself."
-        log.warning("%s", text)
-        if on_failure is not None:
-            on_failure(text)
+        _report(text, on_failure)
         return False
     command = browser_command(url, env)
     if command is None:
         text = (f"No browser found (set $BROWSER, or install xdg-utils: sudo apt install xdg-utils). "
                 f"Open {url} in a browser yourself.")
-        log.warning("%s", text)
-        if on_failure is not None:
-            on_failure(text)
+        _report(text, on_failure)
         return False
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         text = f"The browser ({command[0]}) did not start: {exc}. Open {url} in a browser yourself."
-        log.warning("%s", text)
-        if on_failure is not None:
-            on_failure(text)
+        _report(text, on_failure)
         return False
     threading.Thread(target=_watch, args=(proc, url, Path(command[0]).name, time.monotonic(), on_failure),
                      name="helix-tray-browser", daemon=True).start()

@@ -40,7 +40,7 @@ class Notices:
         if self._show is not None:
             try:
                 self._show(text)
-            except Exception:  # noqa: BLE001 - a notification that cannot show must not hide the notice
+            except Exception:  # a notification that cannot show must not hide the notice
                 log.debug("showing the notice failed", exc_info=True)
 
     @property

@@ -146,10 +146,11 @@ class SourcesMenu:
             response = self._http.post("/sources", json={"path": folder})
             if response.status_code >= 400:
                 self.add_error = (response.json().get("error") or {}).get("message", response.text)
-                self._open_url(self.sources_page)  # the page shows why, and lets the user try another
         except httpx.HTTPError as exc:
             self.add_error = f"the backend could not be reached: {exc}"
-            self._open_url(self.sources_page)
+        if self.add_error:
+            self._notify(f"{folder} was not added: {self.add_error}")
+            self._open_url(self.sources_page)  # the page shows why, and lets the user try another
         self.refresh()
 
     def toggle_pause(self) -> None:
@@ -182,6 +183,55 @@ def for_app(app: Any) -> SourcesMenu:
     return menu
 
 
+def _focus_dialog(root: Any, tries: int = 30) -> None:
+    """Give the open dialog the keyboard (X input focus, not only Tk's), on the widget Tk would focus in
+    it: without a window manager that does it, or with one that keeps focus on the menu just closed,
+    the first Enter would go elsewhere and the user would need a click and a second Enter. The dialog
+    is made by Tcl, so it is looked up through Tcl (tkinter's Python widget tree does not list it)."""
+    call = root.tk.call
+    for path in root.tk.splitlist(call("winfo", "children", ".")):
+        if str(call("winfo", "toplevel", path)) != str(path) or not int(call("winfo", "viewable", path)):
+            continue
+        target = str(call("focus", "-lastfor", path))
+        if target != str(path):  # the dialog has put its focus on its entry: give that the keyboard
+            call("focus", "-force", target)
+            return
+    if tries > 1:
+        root.after(100, _focus_dialog, root, tries - 1)  # not mapped yet: try again, for three seconds
+
+
+# Tk's own folder dialog (X11) reads Enter on a folder other than the one it shows as "go into it",
+# so confirming a typed or remembered folder takes two Enters. Helix's dialog confirms it at once:
+# the icon list's selection, else the entry's folder (relative to the one shown), if it exists.
+_ONE_ENTER_OK = r"""
+proc ::tk::dialog::file::chooseDir::OkCmd {w} {
+    upvar ::tk::dialog::file::[winfo name $w] data
+    set selection [$data(icons) selection get]
+    if {[llength $selection] != 0} {
+        Done $w [file join $data(selectPath) [$data(icons) get [lindex $selection 0]]]
+        return
+    }
+    set text [string trim [$data(ent) get]]
+    if {$text eq ""} {
+        return
+    }
+    set text [file join $data(selectPath) {*}[file split $text]]
+    Done $w $text
+}
+"""
+
+
+def _one_enter_confirms(root: Any) -> None:
+    """Load Tk's folder dialog code and replace its Enter/OK handler (X11 only: Windows and macOS
+    show the system's dialog, which never runs it)."""
+    try:
+        if root.tk.call("tk", "windowingsystem") == "x11" and root.tk.eval(
+                "auto_load ::tk::dialog::file::chooseDir::OkCmd") == "1":
+            root.tk.eval(_ONE_ENTER_OK)
+    except Exception:  # another Tk version: its own dialog, two Enters, still works
+        log.debug("could not adjust the folder dialog", exc_info=True)
+
+
 def _pick_folder() -> int:
     try:
         import tkinter
@@ -192,14 +242,15 @@ def _pick_folder() -> int:
         return PICK_NO_DIALOG
     try:
         root = tkinter.Tk()
-    except Exception as exc:  # noqa: BLE001 - TclError: no display, a broken Tk
+    except Exception as exc:  # TclError: no display, a broken Tk
         print(f"Tk cannot open a window: {exc}", file=sys.stderr)
         return PICK_NO_DIALOG
     root.withdraw()
     root.attributes("-topmost", True)
     # in the user's home (not the launcher's working folder); the dialog takes the keyboard focus,
     # so one Enter (or one click on OK) confirms the folder shown
-    root.after(200, root.focus_force)
+    _one_enter_confirms(root)
+    root.after(100, _focus_dialog, root)
     folder = filedialog.askdirectory(parent=root, title=DIALOG_TITLE, mustexist=True, initialdir=str(Path.home()))
     root.destroy()
     if not folder:
