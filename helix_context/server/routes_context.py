@@ -31,7 +31,7 @@ def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix
                                      context_window=body.context_window)
     except ValueError as exc:
         raise _bad_request(exc) from None
-    return window.to_dict()
+    return {**window.to_dict(), "query": echo(body.query)}  # its length as sent, not as searched
 
 
 @router.post("/context/packet")
@@ -42,7 +42,7 @@ def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get
                               max_genes=body.max_genes, group_by=body.group_by)
     except ValueError as exc:
         raise _bad_request(exc) from None
-    return packet.to_dict()
+    return {**packet.to_dict(), "query": echo(body.query)}
 
 
 @router.post("/context/refresh-plan")
