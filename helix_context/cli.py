@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helix_context.config import ConfigError, Settings, load_config
-from helix_context.genome.store import GenomeError
+from helix_context.config import Settings, load_config
+from helix_context.errors import ConfigError, GenomeError
 from helix_context.query_text import require_query
 
 

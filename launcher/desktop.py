@@ -41,7 +41,7 @@ def open_path(path: str | Path, platform: str = sys.platform, startfile: Any = N
             pass
     try:
         if platform == "win32":
-            (startfile or os.startfile)(str(path))  # type: ignore[attr-defined]  # noqa: S606
+            (startfile or os.startfile)(str(path))  # type: ignore[attr-defined]  # os.startfile exists on Windows only
             return True
         opener = "open" if platform == "darwin" else "xdg-open"
         if shutil.which(opener) is None:

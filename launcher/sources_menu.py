@@ -35,7 +35,10 @@ log = logging.getLogger("helix.tray")
 
 
 class NoDialog(RuntimeError):
-    """No folder dialog can open here (no tkinter, or no display)."""
+    """No folder dialog can open here (no tkinter, or no display).
+
+    Not a HelixError on purpose: it stays inside the tray, which answers it by telling the user to add
+    the folder with `helix sources add`; no HTTP route ever raises or sees it."""
 
 
 def choose_folder(timeout_s: float = 3600.0) -> str | None:
