@@ -6,16 +6,13 @@
   with the URL to open by hand. Screenshot: test-artifacts/tray-browser-failed-menu.png.
 - "Add folder…": the folder dialog opens in the user's home; one Enter adds that folder
   (the backend lists it). Screenshot: test-artifacts/tray-add-folder-dialog.png.
-- No display at all: the tray's advice names DISPLAY as the cause, not packages.
+(No display at all: tests/launcher/test_tray_cli.py.)
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 
 import httpx
@@ -24,8 +21,8 @@ import pytest
 
 import xkit
 from launcher.sources_menu import DIALOG_TITLE
-from supkit import free_port, wait_until
-from test_tray_xvfb import ARTIFACTS, REPO, _choose, _start_tray, _tray_env
+from supkit import wait_until
+from test_tray_xvfb import ARTIFACTS, _choose, _start_tray, _tray_env
 
 pytestmark = [pytest.mark.tray, pytest.mark.timeout(150)]
 _x, _stop = xkit.x, xkit.stop
@@ -122,25 +119,3 @@ def test_add_folder_opens_the_dialog_in_home_and_one_enter_adds_it(xsession, tmp
         raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
         _stop(tray)
-
-
-def test_with_no_display_the_advice_names_display_not_packages(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    env.update({"HELIX_HOME": str(tmp_path / "home"), "HELIX_SERVER_PORT": str(free_port()),
-                "HELIX_WATCHERS_OLLAMA_URL": f"http://127.0.0.1:{free_port()}", "PYTHONPATH": str(REPO)})
-    log_path = tmp_path / "tray.log"
-    with log_path.open("w") as log:
-        tray = subprocess.Popen([sys.executable, "-m", "launcher.tray"], cwd=REPO, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-    try:
-        text = wait_until(lambda: "Running the supervisor without an icon" in (t := log_path.read_text()) and t,
-                          timeout=60)
-        assert "DISPLAY (X11) and WAYLAND_DISPLAY are unset" in text
-        assert "apt install" not in text  # installed packages are not the cause here
-    finally:
-        if tray.poll() is None:
-            tray.send_signal(signal.SIGTERM)
-        try:
-            tray.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            _stop(tray)
