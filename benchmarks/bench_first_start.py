@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 HEAVY = ("litellm", "openai", "botocore", "boto3")
 
@@ -36,6 +37,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ours(port: int, clone: Path) -> bool:
+    """/health answers from the backend the clone's venv runs (on a shared machine another process may
+    take a free port between our pick and the backend's bind)."""
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+        pid = int(response.json()["pid"])
+        return response.status_code == 200 and psutil.Process(pid).exe().startswith(str(clone))
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, psutil.Error):
+        return False
 
 
 def _size_mb(path: Path) -> float:
@@ -75,12 +87,9 @@ def main() -> int:
         while time.monotonic() - started < args.timeout:
             if proc.poll() is not None:
                 break
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    served = time.monotonic() - started
-                    break
-            except httpx.HTTPError:
-                pass
+            if _ours(port, clone):
+                served = time.monotonic() - started
+                break
             time.sleep(0.5)
     finally:
         if proc.poll() is None:
