@@ -45,7 +45,8 @@ def _ours(port: int, clone: Path) -> bool:
     try:
         response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
         pid = int(response.json()["pid"])
-        return response.status_code == 200 and psutil.Process(pid).exe().startswith(str(clone))
+        command = psutil.Process(pid).cmdline()  # the venv path as started (exe() would resolve the link)
+        return response.status_code == 200 and bool(command) and command[0].startswith(str(clone))
     except (httpx.HTTPError, ValueError, KeyError, TypeError, psutil.Error):
         return False
 
