@@ -34,7 +34,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field
 
-from helix_context import mcp_render
+from helix_context import mcp_render, signals
 from helix_context.config import Settings, load_config
 from helix_context.errors import ConfigError, HelixError, InvalidRequest, UpstreamError
 from helix_context.tokens import count_tokens, truncate_to_tokens
@@ -312,7 +312,9 @@ def _import_sdk() -> tuple[type, type[Exception]]:
 def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Any:
     """The MCP server object with all Helix tools registered (call `.run()` to serve stdio)."""
     server_cls, tool_error = _import_sdk()
-    backend = Backend(settings.mcp_url, timeout_s=settings.mcp.timeout_s, api_key=settings.api_key,
+    # HELIX_MCP_URL when set, else where the running backend says it serves (any port), else helix.toml's
+    url = settings.mcp.url or signals.announced_backend_url(settings.home) or settings.base_url
+    backend = Backend(url, timeout_s=settings.mcp.timeout_s, api_key=settings.api_key,
                       transport=transport)
     pager = Pager(settings.mcp.max_tokens)
     try:
@@ -531,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         server = build_server(settings)
         log.info("helix MCP server over stdio; backend %s, answers capped at %s tokens",
-                 settings.mcp_url, server.helix_pager.max_tokens)
+                 server.helix_backend.url, server.helix_pager.max_tokens)
     finally:
         sys.stdout = real_stdout
     try:

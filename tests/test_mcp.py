@@ -360,3 +360,19 @@ def test_gene_routes_answer_with_advice(backend) -> None:
         assert missing.status_code == 404 and "no gene" in missing.json()["error"]["message"]
         assert http.get(f"/genes/{gene_id}/neighbors", params={"limit": 0}).status_code == 422
         assert http.get("/genes/" + "x" * 200).status_code == 422
+
+
+def test_without_helix_mcp_url_the_backend_is_found_from_its_state_file(settings: Settings) -> None:
+    """A backend started on another port (HELIX_SERVER_PORT, `helix serve --port`) writes its URL into
+    HELIX_HOME's state file; the MCP server reads it when HELIX_MCP_URL is not set."""
+    from helix_context import signals
+    from helix_context.mcp_server import build_server
+
+    assert not settings.mcp.url
+    assert build_server(settings).helix_backend.url == settings.base_url  # nothing announced: helix.toml's
+    signals.write_server_state("running", pid=os.getpid(), home=settings.home, url="http://127.0.0.1:45123")
+    assert build_server(settings).helix_backend.url == "http://127.0.0.1:45123"
+    signals.write_server_state("stopped", pid=os.getpid(), home=settings.home, url="http://127.0.0.1:45123")
+    assert build_server(settings).helix_backend.url == settings.base_url  # a stopped backend is not used
+    explicit = settings.replace(mcp={"url": "http://127.0.0.1:45999"})
+    assert build_server(explicit).helix_backend.url == "http://127.0.0.1:45999"  # HELIX_MCP_URL wins
