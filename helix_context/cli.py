@@ -16,6 +16,7 @@ from typing import Any
 
 from helix_context.config import Settings, load_config
 from helix_context.errors import ConfigError, GenomeError
+from helix_context.query_text import require_query
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -37,7 +38,27 @@ def _print_json(data: Any) -> None:
 # ── ingest / stats ──
 
 
+EXIT_NOTHING = 1  # ran fine, found nothing relevant (like grep)
+EXIT_USAGE = 2  # bad input: a missing path, an empty query, a broken config
+EXIT_UNREACHABLE = 3  # the backend did not answer
+
+# ContextHealth.status in the words a user reads
+_STATUS_WORDS = {
+    "aligned": "answer found",
+    "refreshed": "answer found (some files were re-read from disk)",
+    "sparse": "little relevant found",
+    "stale": "answer found, but its files changed since they were indexed",
+    "denatured": "nothing relevant found",
+}
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
+    missing = [p for p in args.paths if not Path(p).expanduser().exists()]
+    if missing:
+        for path in missing:
+            print(f"helix ingest: no such file or folder: {path}", file=sys.stderr)
+        print("helix ingest: nothing was ingested; check the path(s) and run again", file=sys.stderr)
+        return EXIT_USAGE
     # A bulk write reads little back; through the memory map every page it touches would stay
     # counted in this process (a kernel-sized genome: up to [genome] mmap_mb), so the CLI's
     # ingest reads through SQLite's own bounded page cache instead. The server keeps the map.
@@ -82,16 +103,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
         return 0
-    print(f"genome        {data['genome_path']}")
-    print(f"total_genes   {data['total_genes']}  (files {data['files']}, retired {data['retired_genes']})")
-    print(f"raw_bytes     {data['raw_bytes']}")
-    print(f"db_bytes      {data['db_bytes']} (+ WAL {data['wal_bytes']})")
-    print("per tier      " + ", ".join(f"{k}={v}" for k, v in data["genes_by_tier"].items()))
-    print("per kind      " + ", ".join(f"{k}={v}" for k, v in data["genes_by_source_kind"].items()))
+    print(f"index file      {data['genome_path']}")
+    print(f"indexed chunks  {data['total_genes']:,}  (files {data['files']:,}, replaced {data['retired_genes']:,})")
+    print(f"text indexed    {data['raw_bytes']:,} bytes")
+    print(f"on disk         {data['db_bytes']:,} bytes (+ write-ahead log {data['wal_bytes']:,})")
+    print("by age          " + ", ".join(f"{k}={v}" for k, v in data["genes_by_tier"].items()))
+    print("by kind         " + ", ".join(f"{k}={v}" for k, v in data["genes_by_source_kind"].items()))
     for name, part in data["parts"].items():
-        print(f"{name:<13} {part['status']}  {part['detail']}")
+        print(f"{name:<15} {part['status']}  {part['detail']}")
     if not data["dense_signal"]:
-        print("dense signal  OFF (embeddings unavailable): retrieval uses lexical signals only")
+        print("meaning search  OFF (embeddings unavailable): answers use word matches only")
     return 0
 
 
@@ -99,7 +120,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _read_query(args: argparse.Namespace) -> str:
-    return args.query if args.query != "-" else sys.stdin.read()
+    """The query from the command line or stdin; InvalidRequest (exit 2) when it is empty."""
+    return require_query(args.query if args.query != "-" else sys.stdin.read())
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -116,9 +138,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         health = window.context_health
         live = (f" re-read from disk={health.refreshed_from_disk} left out (source changed/gone)={health.stale_dropped}"
                 if health.refreshed_from_disk or health.stale_dropped else "")
-        print(f"\n[{health.status}] tier={window.tier} genes {health.genes_expressed}/{health.genes_available} "
-              f"tokens={window.tokens}{live}", file=sys.stderr)
-    return 0
+        words = _STATUS_WORDS.get(health.status, health.status)
+        print(f"\n{words}: {health.genes_expressed} of {health.genes_available} matching chunks used, "
+              f"{window.tokens} tokens{live}", file=sys.stderr)
+    return EXIT_NOTHING if window.context_health.status == "denatured" else 0
 
 
 def cmd_packet(args: argparse.Namespace) -> int:
@@ -128,10 +151,13 @@ def cmd_packet(args: argparse.Namespace) -> int:
     finally:
         helix.close()
     data = packet.to_dict()
+    found = 0 if data["verified"] or data["stale_risk"] else EXIT_NOTHING
     if args.json:
         _print_json(data)
-        return 0
-    print(f"coordinate_confidence {data['coordinate_confidence']:.2f}  known_empty={data['known_empty']}")
+        return found
+    if found:
+        print("nothing relevant found", file=sys.stderr)
+    print(f"confidence {data['coordinate_confidence']:.2f}")
     for section in ("verified", "stale_risk"):
         for item in data[section]:
             print(f"{item['verdict']:<14} {item['src']}  live_truth={item['live_truth']:.2f}  "
@@ -140,7 +166,7 @@ def cmd_packet(args: argparse.Namespace) -> int:
         print(f"refresh[{target['priority']}] {target['target_kind']} {target['source_id']}: {target['reason']}")
     for note in data["notes"]:
         print(f"note: {note}")
-    return 0
+    return found
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
@@ -154,6 +180,8 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         helix.close()
     if args.json:
         _print_json(results)
+    elif not results:
+        print("nothing relevant found", file=sys.stderr)
     elif args.by == "file":
         for r in results:
             print(f"{r['score']:.4f}  {r['source_id']}")
@@ -164,7 +192,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
             signals = " ".join(f"{k}={v:.3f}" for k, v in r["signals"].items())
             name = f"  {r['symbol']}" if r.get("symbol") else ""
             print(f"{r['score']:.4f}  {r['source_id']}:{r['start_line']}-{r['end_line']}{name}  {signals}")
-    return 0
+    return 0 if results else EXIT_NOTHING
 
 
 def _fingerprint_batch(helix: Any, args: argparse.Namespace) -> int:
@@ -285,48 +313,49 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("ingest", help="index files or folders into the genome")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--project", help="project name for these genes (default: the repository root's name)")
-    p.add_argument("--no-embed", action="store_true", help="skip embeddings (no dense signal for these genes)")
-    p.add_argument("--json", action="store_true", help="print one JSON summary")
+    p = sub.add_parser("ingest", help="index files or folders")
+    p.add_argument("paths", nargs="+", help="files or folders to index (every one must exist)")
+    p.add_argument("--project", help="project name for these files (default: the repository root's name)")
+    p.add_argument("--no-embed", action="store_true", help="skip embeddings (these files are then found by their words only)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("stats", help="genome size, genes per tier and kind, optional parts")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("stats", help="index size, indexed chunks by age and kind, optional parts")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("query", help="expressed context for a query")
-    p.add_argument("query", help="the query ('-' reads stdin)")
+    p = sub.add_parser("query", help="the context a model would get for a question")
+    p.add_argument("query", help="the question or words to look for ('-' reads stdin); must not be empty")
     p.add_argument("--budget", type=int, help="token budget (default [budget] token_budget)")
-    p.add_argument("--project")
+    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
     p.add_argument("--model", help="target model name (small models get the small-model layout)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("packet", help="pointers with trust verdicts for an agent")
-    p.add_argument("query")
+    p.add_argument("query", help="the question or words to look for ('-' reads stdin); must not be empty")
     p.add_argument("--by", choices=("symbol", "file"), default="symbol", help="file: also rank files")
     p.add_argument("--task", default="edit", help="plan | explain | review | edit | debug | ops | quote")
-    p.add_argument("--project")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_packet)
 
     p = sub.add_parser("fingerprint", help="ranked pointers with per-signal scores")
-    p.add_argument("query", nargs="?", default="")
-    p.add_argument("--max-results", type=int, default=10)
+    p.add_argument("query", nargs="?", default="",
+                   help="the question or words to look for ('-' reads stdin); not needed with --batch")
+    p.add_argument("--max-results", type=int, default=10, help="at most this many pointers (default 10)")
     p.add_argument("--batch", help="JSONL file of {id, query} ('-' for stdin); prints JSONL")
     p.add_argument("--by", choices=("symbol", "file"), default="symbol",
                    help="symbol: the functions/classes that match; file: files ranked by their symbols")
-    p.add_argument("--project")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_fingerprint)
 
     p = sub.add_parser("serve", help="run the backend (FastAPI on uvicorn)")
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
+    p.add_argument("--host", help="address to listen on (default [server] host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default [server] port)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("supervise", help="run the supervisor without a tray (servers, CI, systemd)")
@@ -336,23 +365,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sources_parser(sub, cmd_sources)
 
-    p = sub.add_parser("export", help="write the whole genome to one portable file (versioned, gzip, sha256)")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("export", help="write the whole index to one portable file (versioned, gzip, sha256)")
+    p.add_argument("file", help="the file to write")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="merge an export file into the genome")
-    p.add_argument("file")
-    p.add_argument("--strategy", choices=("skip_existing", "overwrite", "newest"), default="skip_existing")
+    p = sub.add_parser("import", help="merge an export file into the index")
+    p.add_argument("file", help="a file written by `helix export`")
+    p.add_argument("--strategy", choices=("skip_existing", "overwrite", "newest"), default="skip_existing",
+                   help="what to do with a chunk that is already indexed (default skip_existing)")
     p.add_argument("--dry-run", action="store_true", help="print what would change; write nothing")
     p.add_argument("--remap", action="append", metavar="OLD=NEW",
                    help="map an export root (its name or old folder) to a folder here; the folder becomes a "
                         "source. Roots outside every source are refused unless confirmed this way")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_import)
 
-    for name, text in (("vacuum", "rebuild the genome file to reclaim space"),
-                       ("checkpoint", "fold the WAL into the genome file"),
+    for name, text in (("vacuum", "rebuild the index file to reclaim space"),
+                       ("checkpoint", "fold the write-ahead log into the index file"),
                        ("check", "SQLite integrity check")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_maintenance)

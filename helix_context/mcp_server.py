@@ -6,8 +6,9 @@ backend is down every tool answers with an error that says how to start it.
 
 stdout is the protocol channel: everything this process logs goes to stderr.
 Every answer stays under [mcp] max_tokens (HELIX_MCP_MAX_TOKENS, counted with
-helix_context.tokens.count_tokens). A longer answer is cut into pages at line
-boundaries; each page ends with a note naming the page to ask for next
+helix_context.tokens.count_tokens). A longer answer is cut into pages between its
+units (an item, a file's items, a `<GENE>` block: helix_context/mcp_render.py says
+what each tool shows), never inside one that fits a page; each page ends with a note naming the page to ask for next
 (`page=N` with the same arguments), and the full answer is kept for a few
 minutes so the pages of one answer fit together.
 
@@ -33,6 +34,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field
 
+from helix_context import mcp_render, signals
 from helix_context.config import Settings, load_config
 from helix_context.errors import ConfigError, HelixError, InvalidRequest, UpstreamError
 from helix_context.tokens import count_tokens, truncate_to_tokens
@@ -109,20 +111,42 @@ class Pager:
             return text + (f", or {hint}" if hint else "") + ".]"
         return f"[helix: page {page} of {total}, the end of this answer.]"
 
-    def _split(self, text: str, tool: str, hint: str) -> list[str]:
+    @staticmethod
+    def _cut(text: str, budget: int) -> list[str]:
+        """A text cut at line boundaries into pieces of `budget` tokens (a unit larger than a page)."""
+        pieces: list[str] = []
+        rest = text
+        while rest:
+            piece = truncate_to_tokens(rest, budget)
+            if not piece:  # cannot happen with budget > 0; guard against an endless loop anyway
+                piece = rest[: max(1, len(rest) // 2)]
+            pieces.append(piece)
+            rest = rest[len(piece):].lstrip("\n")
+        return pieces
+
+    def _split(self, answer: str | list[str], tool: str, hint: str) -> list[str]:
+        units = [answer] if isinstance(answer, str) else answer
+        text = "\n".join(units)
         if count_tokens(text) <= self.max_tokens:
             return [text]
         # the note is counted at its longest (3-digit page numbers) so every page fits with its note
         reserve = count_tokens(self._note(tool, 998, 999, hint)) + 4
         budget = max(16, self.max_tokens - reserve)
         pages: list[str] = []
-        rest = text
-        while rest:
-            piece = truncate_to_tokens(rest, budget)
-            if not piece:  # cannot happen with budget > 0; guard against an endless loop anyway
-                piece = rest[: max(1, len(rest) // 2)]
-            pages.append(piece)
-            rest = rest[len(piece):]
+        current: list[str] = []
+        used = 0
+        for unit in units:
+            size = count_tokens(unit) + 1  # + its line break
+            if current and used + size > budget:
+                pages.append("\n".join(current))
+                current, used = [], 0
+            if size > budget:  # one unit larger than a page: only then is a unit cut
+                pages.extend(self._cut(unit, budget))
+                continue
+            current.append(unit)
+            used += size
+        if current:
+            pages.append("\n".join(current))
         total = len(pages)
         return [f"{body.rstrip()}\n\n{self._note(tool, i, total, hint)}" for i, body in enumerate(pages, 1)]
 
@@ -144,8 +168,8 @@ class Pager:
             while len(self._cache) > self.entries:
                 self._cache.popitem(last=False)
 
-    async def answer(self, tool: str, args: dict[str, Any], page: int, render: Callable[[], Awaitable[str]],
-                     hint: str = "") -> str:
+    async def answer(self, tool: str, args: dict[str, Any], page: int,
+                     render: Callable[[], Awaitable[str | list[str]]], hint: str = "") -> str:
         """Page `page` (1-based) of the answer `render()` produces; cached per tool + arguments."""
         if not isinstance(page, int) or page < 1:
             raise InvalidRequest(f"page must be 1 or more, got {page!r}")
@@ -221,24 +245,6 @@ class Backend:
 # ── rendering: what each tool shows the model ──
 
 
-def _dump(data: Any) -> str:
-    # indent=1 puts one value per line, so pages are cut between values
-    return json.dumps(data, indent=1, ensure_ascii=False, default=str)
-
-
-def render_context(data: dict[str, Any]) -> str:
-    health = data.get("context_health") or {}
-    lines = [data.get("expressed_context", "").rstrip(), ""]
-    lines.append(f"[context_health status={health.get('status')} coverage={health.get('coverage', 0):.2f} "
-                 f"freshness={health.get('freshness', 0):.2f} tier={data.get('tier')} tokens={data.get('tokens')} "
-                 f"genes {health.get('genes_expressed')}/{health.get('genes_available')}]")
-    genes = data.get("genes") or []
-    if genes:
-        lines.append("[gene ids (open with helix_gene_get / helix_neighbors):]")
-        lines.extend(f"{g.get('gene_id')} {g.get('src')}" for g in genes)
-    return "\n".join(lines)
-
-
 def render_gene(data: dict[str, Any]) -> str:
     prov = data.get("provenance") or {}
     attribution = data.get("attribution") or {}
@@ -306,7 +312,9 @@ def _import_sdk() -> tuple[type, type[Exception]]:
 def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> Any:
     """The MCP server object with all Helix tools registered (call `.run()` to serve stdio)."""
     server_cls, tool_error = _import_sdk()
-    backend = Backend(settings.mcp_url, timeout_s=settings.mcp.timeout_s, api_key=settings.api_key,
+    # HELIX_MCP_URL when set, else where the running backend says it serves (any port), else helix.toml's
+    url = settings.mcp.url or signals.announced_backend_url(settings.home) or settings.base_url
+    backend = Backend(url, timeout_s=settings.mcp.timeout_s, api_key=settings.api_key,
                       transport=transport)
     pager = Pager(settings.mcp.max_tokens)
     try:
@@ -338,13 +346,13 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
                 "token budget for the excerpts (default: the server's [budget] token_budget)"))] = None,
             project: Project = None,
             page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query)}
             if budget_tokens is not None:
                 body["budget_tokens"] = budget_tokens
             if project:
                 body["project"] = project
-            return render_context(await backend.request("POST", "/context", json_body=body))
+            return mcp_render.context_units(await backend.request("POST", "/context", json_body=body))
 
         args = {"query": query, "budget_tokens": budget_tokens, "project": project}
         return await guarded(pager.answer("helix_context", args, page, run,
@@ -352,8 +360,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
 
     register(helix_context, (
         "Retrieve compressed excerpts of the user's indexed files (code, docs, configs, logs) relevant to a "
-        "query, as <expressed_context><GENE src=path:lines facts=…>…</GENE></expressed_context>, followed by "
-        "context health and the gene ids delivered. Use it before answering questions about the user's "
+        "query, as <expressed_context><GENE id=… src=path:lines facts=…>…</GENE></expressed_context> (open a "
+        "gene whole with helix_gene_get(id)), then one line saying how much matched. Use it before answering questions about the user's "
         "projects. budget_tokens caps the excerpts (default: the server's [budget] token_budget); project "
         "limits the search to one project. Long answers come in pages: call again with page=2, 3, …"))
 
@@ -365,36 +373,35 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             group_by: Annotated[Literal["symbol", "file"], Field(description=(
                 "symbol: items only; file: also `files`, ranked by their symbols' evidence"))] = "symbol",
             page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type, "group_by": group_by}
             if project:
                 body["project"] = project
             if max_genes is not None:
                 body["max_genes"] = max_genes
-            return _dump(await backend.request("POST", "/context/packet", json_body=body))
+            return mcp_render.packet_units(await backend.request("POST", "/context/packet", json_body=body))
 
         args = {"query": query, "task_type": task_type, "project": project, "max_genes": max_genes,
                 "group_by": group_by}
         return await guarded(pager.answer("helix_context_packet", args, page, run, "pass a smaller max_genes"))
 
     register(helix_context_packet, (
-        "Agent-facing pointers for a query (a question, or a whole pasted issue with its traceback): each item "
-        "is the function, method or class that matched (symbol, kind, source_id, start_line..end_line, gene_id) "
-        "with a trust "
-        "verdict (verified / stale_risk / needs_refresh) from freshness, authority, a live check that the "
-        "file still matches what was indexed, and relevance (how much of the query the item holds); plus "
-        "refresh_targets and coordinate_confidence. known_empty=true means nothing relevant is indexed: do not "
-        "act on the items. task_type is one of plan, explain, review, edit, debug, ops, quote (stricter tasks "
+        "Agent-facing pointers for a query (a question, or a whole pasted issue with its traceback), one JSON "
+        "object per line: first confidence (and known_empty=true when nothing relevant is indexed: do not act "
+        "on the items), then per trust verdict (verified / stale_risk / needs_refresh, from freshness, "
+        "authority, a live check that the file still matches what was indexed, and relevance) a line with its "
+        "reason, then that group's items by file: the function, method or class that matched (gene_id, "
+        "symbol, kind, lines, relevance, live_truth, preview); last, refresh targets. task_type is one of plan, explain, review, edit, debug, ops, quote (stricter tasks "
         "need fresher, more relevant evidence). Read the verified files directly; re-read stale ones before "
         "relying on them."))
 
     async def helix_refresh_targets(query: Query, task_type: TaskType = "edit", project: Project = None,
                                     page: Page = 1) -> str:
-        async def run() -> str:
+        async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type}
             if project:
                 body["project"] = project
-            return _dump(await backend.request("POST", "/context/refresh-plan", json_body=body))
+            return mcp_render.refresh_units(await backend.request("POST", "/context/refresh-plan", json_body=body))
 
         args = {"query": query, "task_type": task_type, "project": project}
         return await guarded(pager.answer("helix_refresh_targets", args, page, run, "ask a narrower query"))
@@ -455,8 +462,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "from. project groups the genes. Returns a short ingest report."))
 
     async def helix_stats(page: Page = 1) -> str:
-        async def run() -> str:
-            return _dump(await backend.request("GET", "/stats"))
+        async def run() -> list[str]:
+            return mcp_render.mapping_units(await backend.request("GET", "/stats"))
 
         return await guarded(pager.answer("helix_stats", {}, page, run))
 
@@ -466,8 +473,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "(embeddings, NER, compression) are active."))
 
     async def helix_health(page: Page = 1) -> str:
-        async def run() -> str:
-            return _dump(await backend.request("GET", "/health"))
+        async def run() -> list[str]:
+            return mcp_render.mapping_units(await backend.request("GET", "/health"))
 
         return await guarded(pager.answer("helix_health", {}, page, run))
 
@@ -526,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         server = build_server(settings)
         log.info("helix MCP server over stdio; backend %s, answers capped at %s tokens",
-                 settings.mcp_url, server.helix_pager.max_tokens)
+                 server.helix_backend.url, server.helix_pager.max_tokens)
     finally:
         sys.stdout = real_stdout
     try:

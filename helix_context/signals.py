@@ -114,6 +114,7 @@ class ServerState:
     actor: str
     expected_downtime_s: float
     at: float  # unix seconds when written
+    url: str = ""  # where the backend serves (a backend started on another port is still found)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +124,7 @@ class ServerState:
             "actor": self.actor,
             "expected_downtime_s": self.expected_downtime_s,
             "at": self.at,
+            "url": self.url,
         }
 
 
@@ -131,8 +133,8 @@ def _server_state_path(home: Path | None) -> Path:
 
 
 def write_server_state(state: str, *, pid: int | None, reason: str = "", actor: str = "",
-                       expected_downtime_s: float = 0.0, home: Path | None = None) -> ServerState:
-    signal = ServerState(state, pid, reason, actor, float(expected_downtime_s), time.time())
+                       expected_downtime_s: float = 0.0, home: Path | None = None, url: str = "") -> ServerState:
+    signal = ServerState(state, pid, reason, actor, float(expected_downtime_s), time.time(), url)
     write_advisory(_server_state_path(home), signal.as_dict())
     return signal
 
@@ -158,12 +160,24 @@ def read_server_state(home: Path | None = None, now: float | None = None) -> tup
             actor=str(raw.get("actor", "")),
             expected_downtime_s=float(raw.get("expected_downtime_s", 0.0)),
             at=float(raw["at"]),
+            url=str(raw.get("url") or ""),
         )
     except (KeyError, TypeError, ValueError):
         return None, True, float("inf")
     age = (time.time() if now is None else now) - signal.at
     stale = signal.state == "restarting" and age > signal.expected_downtime_s + STALE_GRACE_S
     return signal, stale, age
+
+
+def announced_backend_url(home: Path | None = None) -> str | None:
+    """The URL the running backend wrote into its state file, or None when none says it runs.
+
+    The CLI and the MCP server start from helix.toml's port; a backend started on another
+    one (HELIX_SERVER_PORT, `helix serve --port`) is found here instead."""
+    signal, stale, _age = read_server_state(home)
+    if signal is None or stale or signal.state == "stopped" or not signal.url:
+        return None
+    return signal.url
 
 
 # ── supervisor status snapshot ────────────────────────────────────────────────

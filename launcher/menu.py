@@ -83,7 +83,7 @@ def _size(n: int | None) -> str:
 def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     """Snapshot → the menu's status lines (also used by `helix-status`)."""
     if not snapshot:
-        return {"backend": "Backend: no supervisor status yet", "genes": "Genes: unknown",
+        return {"backend": "Backend: no supervisor status yet", "genes": "Indexed chunks: unknown",
                 "gpu": "GPU: unknown", "models": "Models: unknown", "pressure": ""}
     b = snapshot.get("backend") or {}
     status = b.get("status", "stopped")
@@ -103,7 +103,7 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
         backend += f": {b['last_error'][:120]}"
 
     genes = snapshot.get("genes")
-    genes_line = f"Genes: {genes:,}" if isinstance(genes, int) else "Genes: unknown"
+    genes_line = f"Indexed chunks: {genes:,}" if isinstance(genes, int) else "Indexed chunks: unknown"
 
     g = snapshot.get("gpu") or {}
     if g.get("available"):
@@ -156,6 +156,12 @@ def supervisor_status(app: TrayActions) -> list[Entry]:
             for key in ("backend", "genes", "gpu", "models", "pressure") if lines[key]]
 
 
+def notice_lines(app: TrayActions) -> list[Entry]:
+    """What the last failed action said (launcher/notices.py), as status lines above the rest."""
+    notices = getattr(app, "notices", None)
+    return [Entry(line, section="status", enabled=False) for line in (notices.lines() if notices else [])]
+
+
 def backend_actions(app: TrayActions) -> list[Entry]:
     status = backend_status(app.snapshot)
     serving = status == "running"
@@ -195,7 +201,7 @@ def quit_entry(app: TrayActions) -> list[Entry]:
 Provider = Callable[[TrayActions], Sequence[Entry]]
 
 # The one place where menu entries come from. Add a provider here for new entries.
-PROVIDERS: list[Provider] = [supervisor_status, backend_actions, indexing, places, quit_entry]
+PROVIDERS: list[Provider] = [notice_lines, supervisor_status, backend_actions, indexing, places, quit_entry]
 
 
 def collect(app: TrayActions, providers: Sequence[Provider] | None = None) -> list[Entry | None]:

@@ -27,8 +27,14 @@ MIN_VERSION = (3, 11)
 PROBE = ("import json, sys\n"
          "try:\n    import gi\n    gi.require_version('Gtk', '3.0')\n    ok = True\n"
          "except Exception:\n    ok = False\n"
+         "try:\n    import tkinter\n    tk = True\n"
+         "except Exception:\n    tk = False\n"
          "print(json.dumps({'executable': sys.executable, 'version': list(sys.version_info[:3]), 'gi': ok,"
-         " 'base': getattr(sys, 'base_prefix', sys.prefix) != sys.prefix}))")
+         " 'tk': tk, 'base': getattr(sys, 'base_prefix', sys.prefix) != sys.prefix}))")
+
+TK_HINT = ("%s has no tkinter: the folder dialog of \"Add folder…\" and the classic tray icon's menu need it "
+           "(without it both fall back to the dashboard). Debian/Ubuntu: sudo apt install python3-tk; "
+           "Fedora: sudo dnf install python3-tkinter; Arch: sudo pacman -S tk")
 
 
 def venv_python(venv, os_name=os.name):
@@ -137,6 +143,8 @@ def main(argv=None, env=None, probe_fn=probe, os_name=os.name, out=sys.stdout, e
             print("[start-helix-tray] Debian/Ubuntu: sudo apt install python3.11 python3.11-venv "
                   "(or set PYTHON=/path/to/python3.x)", file=err)
         return 1
+    if os_name != "nt" and pick.get("tk") is False:  # named like gi is; a Windows/python.org build has Tk
+        print("[start-helix-tray] " + TK_HINT % pick["executable"], file=err)
     forced = env.get("HELIX_VENV_SYSTEM_SITE", "")
     if forced in ("0", "1"):
         system_site = forced == "1"

@@ -14,19 +14,24 @@ prints the chosen folder, exits 1 when cancelled, 3 when no dialog can open.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from helix_context.config import Settings
 
+DIALOG_TITLE = "Helix Context: add a folder to index"
 PICK_CANCELLED = 1
 PICK_NO_DIALOG = 3
 NO_BACKEND_LINE = "Indexing: backend not reachable"
+
+log = logging.getLogger("helix.tray")
 
 
 class NoDialog(RuntimeError):
@@ -48,7 +53,8 @@ def choose_folder(timeout_s: float = 3600.0) -> str | None:
         return done.stdout.strip()
     if done.returncode == PICK_CANCELLED:
         return None
-    raise NoDialog(done.stderr.strip()[-300:] or f"the folder dialog exited with {done.returncode}")
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    raise NoDialog(lines[-1][-300:] if lines else f"the folder dialog exited with {done.returncode}")
 
 
 class SourcesMenu:
@@ -56,9 +62,11 @@ class SourcesMenu:
 
     def __init__(self, settings: Settings, *, open_url: Callable[[str], Any],
                  ask_folder: Callable[[], str | None] = choose_folder,
-                 on_change: Callable[[], None] | None = None, poll_s: float = 3.0) -> None:
+                 on_change: Callable[[], None] | None = None, poll_s: float = 3.0,
+                 notify: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self._open_url = open_url
+        self._notify = notify or (lambda text: log.warning("tray: %s", text))
         self._ask_folder = ask_folder
         self._on_change = on_change
         self._poll_s = poll_s
@@ -134,7 +142,9 @@ class SourcesMenu:
     def _add_folder(self) -> None:
         try:
             folder = self._ask_folder()
-        except NoDialog:
+        except NoDialog as exc:
+            self._notify(f"No folder dialog can open here ({exc}). Add the folder on the dashboard's "
+                         f"Sources panel: {self.sources_page}")
             self._open_url(self.sources_page)  # the page has an add form
             return
         if not folder:
@@ -144,10 +154,11 @@ class SourcesMenu:
             response = self._http.post("/sources", json={"path": folder})
             if response.status_code >= 400:
                 self.add_error = (response.json().get("error") or {}).get("message", response.text)
-                self._open_url(self.sources_page)  # the page shows why, and lets the user try another
         except httpx.HTTPError as exc:
             self.add_error = f"the backend could not be reached: {exc}"
-            self._open_url(self.sources_page)
+        if self.add_error:
+            self._notify(f"{folder} was not added: {self.add_error}")
+            self._open_url(self.sources_page)  # the page shows why, and lets the user try another
         self.refresh()
 
     def toggle_pause(self) -> None:
@@ -173,24 +184,82 @@ def for_app(app: Any) -> SourcesMenu:
         from launcher import desktop
 
         refresh = getattr(app, "_refresh_menu", None)
+        notices = getattr(app, "notices", None)
         menu = SourcesMenu(app.settings, open_url=getattr(app, "_open_url", desktop.open_url),
-                           on_change=refresh)
+                           on_change=refresh, notify=notices.post if notices is not None else None)
         app.sources_menu = menu
     return menu
+
+
+def _focus_dialog(root: Any, tries: int = 30) -> None:
+    """Give the open dialog the keyboard (X input focus, not only Tk's), on the widget Tk would focus in
+    it: without a window manager that does it, or with one that keeps focus on the menu just closed,
+    the first Enter would go elsewhere and the user would need a click and a second Enter. The dialog
+    is made by Tcl, so it is looked up through Tcl (tkinter's Python widget tree does not list it)."""
+    call = root.tk.call
+    for path in root.tk.splitlist(call("winfo", "children", ".")):
+        if str(call("winfo", "toplevel", path)) != str(path) or not int(call("winfo", "viewable", path)):
+            continue
+        target = str(call("focus", "-lastfor", path))
+        if target != str(path):  # the dialog has put its focus on its entry: give that the keyboard
+            call("focus", "-force", target)
+            return
+    if tries > 1:
+        root.after(100, _focus_dialog, root, tries - 1)  # not mapped yet: try again, for three seconds
+
+
+# Tk's own folder dialog (X11) reads Enter on a folder other than the one it shows as "go into it",
+# so confirming a typed or remembered folder takes two Enters. Helix's dialog confirms it at once:
+# the icon list's selection, else the entry's folder (relative to the one shown), if it exists.
+_ONE_ENTER_OK = r"""
+proc ::tk::dialog::file::chooseDir::OkCmd {w} {
+    upvar ::tk::dialog::file::[winfo name $w] data
+    set selection [$data(icons) selection get]
+    if {[llength $selection] != 0} {
+        Done $w [file join $data(selectPath) [$data(icons) get [lindex $selection 0]]]
+        return
+    }
+    set text [string trim [$data(ent) get]]
+    if {$text eq ""} {
+        return
+    }
+    set text [file join $data(selectPath) {*}[file split $text]]
+    Done $w $text
+}
+"""
+
+
+def _one_enter_confirms(root: Any) -> None:
+    """Load Tk's folder dialog code and replace its Enter/OK handler (X11 only: Windows and macOS
+    show the system's dialog, which never runs it)."""
+    try:
+        if root.tk.call("tk", "windowingsystem") == "x11" and root.tk.eval(
+                "auto_load ::tk::dialog::file::chooseDir::OkCmd") == "1":
+            root.tk.eval(_ONE_ENTER_OK)
+    except Exception:  # another Tk version: its own dialog, two Enters, still works
+        log.debug("could not adjust the folder dialog", exc_info=True)
 
 
 def _pick_folder() -> int:
     try:
         import tkinter
         from tkinter import filedialog
-
+    except ImportError:
+        print(f"this Python ({sys.executable}) has no tkinter; Debian/Ubuntu: sudo apt install python3-tk",
+              file=sys.stderr)
+        return PICK_NO_DIALOG
+    try:
         root = tkinter.Tk()
-    except Exception as exc:  # ImportError, TclError (no display)
-        print(f"no folder dialog: {exc}", file=sys.stderr)
+    except Exception as exc:  # TclError: no display, a broken Tk
+        print(f"Tk cannot open a window: {exc}", file=sys.stderr)
         return PICK_NO_DIALOG
     root.withdraw()
     root.attributes("-topmost", True)
-    folder = filedialog.askdirectory(parent=root, title="Helix Context: add a folder to index", mustexist=True)
+    # in the user's home (not the launcher's working folder); the dialog takes the keyboard focus,
+    # so one Enter (or one click on OK) confirms the folder shown
+    _one_enter_confirms(root)
+    root.after(100, _focus_dialog, root)
+    folder = filedialog.askdirectory(parent=root, title=DIALOG_TITLE, mustexist=True, initialdir=str(Path.home()))
     root.destroy()
     if not folder:
         return PICK_CANCELLED

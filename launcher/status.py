@@ -75,7 +75,7 @@ def render(snapshot: dict[str, Any] | None, live: dict[str, Any]) -> list[str]:
         out.append(f"              {b.get('crashes', 0)} crash(es), {b.get('planned_restarts', 0)} planned restart(s)")
     if b.get("last_error") and b.get("status") != "fatal":
         out.append(f"  last error: {b['last_error']}")
-    out.append("  " + lines["genes"].replace("Genes:", "genes:     "))
+    out.append("  " + lines["genes"].replace("Indexed chunks:", "indexed:   "))
     gpu = snapshot.get("gpu") or {}
     out.append("  " + lines["gpu"].replace("GPU:", "GPU:       ")
                + (f" via {gpu.get('source')}" if gpu.get("available") else ""))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import logging
 import os
 import signal
@@ -37,6 +38,7 @@ from helix_context.config import Settings, load_config
 from helix_context.errors import ConfigError
 
 from launcher import backends, desktop
+from launcher.notices import Notices
 from launcher.icons import STATE_LABELS, make_icon
 from launcher.menu import collect, to_pystray
 from launcher.popup import TkPopupMenu
@@ -58,6 +60,11 @@ INSTALL_HINT = (
     "GNOME needs the 'AppIndicator and KStatusNotifierItem Support' extension to show tray icons."
 )
 
+NO_DISPLAY_HINT = (
+    "This session has no display: DISPLAY (X11) and WAYLAND_DISPLAY are unset, so no tray icon or window can "
+    "show here (an SSH login, a service, a container). Start helix-tray from a desktop session, or run "
+    "`ssh -X` / set DISPLAY to reach one; `helix supervise` is the way to run Helix without a desktop."
+)
 
 # ── the app ───────────────────────────────────────────────────────────────────
 
@@ -66,12 +73,14 @@ class TrayApp:
     """Menu actions and icon updates around one Supervisor. No display needed to call the actions."""
 
     def __init__(self, settings: Settings, supervisor: Supervisor, *,
-                 open_url: Callable[[str], Any] = desktop.open_url,
+                 open_url: Callable[[str], Any] | None = None,
                  open_path: Callable[[Path], Any] = desktop.open_path,
                  on_stop: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.supervisor = supervisor
-        self._open_url = open_url
+        self.notices = Notices(self._show_notice)
+        # the real opener reports a browser that fails at once (and reaps it); a test's recorder needs none
+        self._open_url = open_url or functools.partial(desktop.open_url, on_failure=self.notices.post)
         self._open_path = open_path
         self.on_stop = on_stop  # told of the first stop request (main: arms the stop deadline)
         self.snapshot: dict[str, Any] | None = supervisor.snapshot()
@@ -197,6 +206,13 @@ class TrayApp:
             log.warning("icon update failed (retried on the next snapshot)", exc_info=True)
         self._refresh_menu()
 
+    def _show_notice(self, text: str) -> None:
+        """A notice also as a desktop notification where the backend has them; the menu shows it anyway."""
+        icon = self.icon
+        if icon is not None and getattr(icon, "HAS_NOTIFICATION", False):
+            icon.notify(text, "Helix Context")
+        self._refresh_menu()
+
     def _refresh_menu(self) -> None:
         icon = self.icon
         if icon is None or not getattr(icon, "HAS_MENU", False) or self._quit.is_set():
@@ -306,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     why = backends.no_display_reason(os.environ)
     cands = [] if why else backends.candidates(os.environ)
     if not any(c.icon_class for c in cands):
+        # with no display at all, packages are not the cause: installing them would change nothing
+        hint = NO_DISPLAY_HINT if why else INSTALL_HINT
         why = why or "; ".join(f"{c.name}: {c.why}" for c in cands)
-        print(f"helix-tray: no system tray available ({why}).\n{INSTALL_HINT}\n"
+        print(f"helix-tray: no system tray available ({why}).\n{hint}\n"
               f"Running the supervisor without an icon; the dashboard is {settings.base_url}/dashboard",
               file=sys.stderr, flush=True)
         return run_supervisor(settings, headless=True)

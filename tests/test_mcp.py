@@ -93,6 +93,15 @@ def run_session(env: dict[str, str], body: Callable[[ClientSession], Awaitable[A
     return asyncio.run(main())
 
 
+def _fields(text: str) -> dict[str, Any]:
+    """helix_stats / helix_health: one `key: compact JSON` line per top-level key."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(": ")
+        out[key] = json.loads(value)
+    return out
+
+
 async def read_pages(session: ClientSession, cap: int, name: str, **arguments: Any) -> list[str]:
     """Every page of one answer, following the notes; each page must fit the cap."""
     pages: list[str] = []
@@ -147,7 +156,7 @@ def test_every_tool_over_stdio_against_the_real_backend(backend, tmp_path: Path)
 
         error, text = await call(session, "helix_health")
         assert not error, text
-        assert json.loads(text)["genome"]["status"] == "ok"
+        assert _fields(text)["genome"]["status"] == "ok"
 
         error, text = await call(session, "helix_ingest", path=str(source))
         assert not error, text
@@ -157,23 +166,35 @@ def test_every_tool_over_stdio_against_the_real_backend(backend, tmp_path: Path)
         assert not error, text
         assert "<expressed_context>" in text and "reconcile_ledger_quarterly" in text
         assert str(source) in text
-        ids = re.findall(r"^([0-9a-f]{32}) ", text, flags=re.M)
+        ids = re.findall(r'<GENE id="([0-9a-f]{32})" src="([^"]+)"', text)
         assert len(ids) >= 2, text  # two genes delivered together: they become neighbours
+        assert all(src.startswith(str(source)) for _, src in ids)
+        assert text.count(str(source)) == len(ids)  # each path once per gene: no trailing id list repeats it
+        ids = [gid for gid, _ in ids]
 
         error, text = await call(session, "helix_context_packet", query="where is reconcile_ledger_quarterly",
                                  task_type="edit")
         assert not error, text
-        packet = json.loads(text)
-        items = packet["verified"] + packet["stale_risk"]
-        assert any(item["source_id"] == str(source) for item in items)
+        lines = [json.loads(line) for line in text.splitlines()]  # compact JSON, one unit per line
+        assert "confidence" in lines[0] and "query" not in lines[0]
+        groups = [line for line in lines if "group" in line]
+        files = [line for line in lines if "file" in line]
+        assert groups and all(line["reason"] for line in groups)  # a group's reason, said once
+        assert any(line["file"] == str(source) for line in files)
+        assert text.count(str(source)) == len([f for f in files if f["file"] == str(source)])  # each path once
+        for line in files:
+            for item in line["items"]:
+                assert {"verdict", "src", "source_id", "signals"}.isdisjoint(item), item
 
         error, text = await call(session, "helix_refresh_targets", query="reconcile_ledger_quarterly", task_type="debug")
         assert not error, text
-        assert "refresh_targets" in json.loads(text)
+        assert "reconcile_ledger_quarterly" not in text  # the query is not echoed back
+        if "nothing to refresh" not in text:
+            assert all(isinstance(json.loads(line), dict) for line in text.splitlines())
 
         error, text = await call(session, "helix_stats")
         assert not error, text
-        assert json.loads(text)["total_genes"] >= 2
+        assert _fields(text)["total_genes"] >= 2
 
         error, text = await call(session, "helix_gene_get", gene_id=ids[0])
         assert not error, text
@@ -228,14 +249,28 @@ def test_cut_answers_say_how_to_get_the_rest_and_the_next_page_works(backend, tm
         assert pages[0] == first
         assert len(pages) > 1 and "the end of this answer" in pages[-1]
         bodies = "\n".join(re.sub(r"\n\n\[helix: [^\]]*\]$", "", p) for p in pages)
-        for key in ('"total_genes"', '"genes_by_tier"', '"parts"', '"generation"'):
-            assert key in bodies
+        for key in ("total_genes", "genes_by_tier", "parts", "generation"):
+            assert re.search(rf"^{key}: ", bodies, flags=re.M), key  # each key's line whole on some page
 
         pages = await read_pages(session, cap, "helix_context", query="frobnicator knob setting_007",
                                  budget_tokens=4000)
         assert "or ask a narrower query or a smaller budget_tokens" in pages[0]
-        ids = re.findall(r"^([0-9a-f]{32}) frobnicator", "\n".join(pages), flags=re.M)
+        ids = re.findall(r'<GENE id="([0-9a-f]{32})" src="frobnicator', "\n".join(pages))
         assert ids, "helix_context named no gene id on any page"
+
+        # a packet's pages are cut between items, never inside one: every line of every page is whole JSON
+        for i in range(12):
+            error, text = await call(session, "helix_ingest", content=f"def knob_{i}(frobnicator):\n    return "
+                                     f"frobnicator.setting_{i:03d}\n", content_type="code",
+                                     source_path=f"knobs/knob_{i}.py")
+            assert not error, text
+        pages = await read_pages(session, cap, "helix_context_packet", query="frobnicator setting knob",
+                                 task_type="explain")
+        assert len(pages) > 1
+        for page in pages:
+            body = re.sub(r"\n\n\[helix: [^\]]*\]$", "", page)
+            for line in body.splitlines():
+                json.loads(line)  # a line cut in the middle of an item would not parse
 
         # a whole gene read page by page gives back every line
         pages = await read_pages(session, cap, "helix_gene_get", gene_id=ids[0])
@@ -325,3 +360,19 @@ def test_gene_routes_answer_with_advice(backend) -> None:
         assert missing.status_code == 404 and "no gene" in missing.json()["error"]["message"]
         assert http.get(f"/genes/{gene_id}/neighbors", params={"limit": 0}).status_code == 422
         assert http.get("/genes/" + "x" * 200).status_code == 422
+
+
+def test_without_helix_mcp_url_the_backend_is_found_from_its_state_file(settings: Settings) -> None:
+    """A backend started on another port (HELIX_SERVER_PORT, `helix serve --port`) writes its URL into
+    HELIX_HOME's state file; the MCP server reads it when HELIX_MCP_URL is not set."""
+    from helix_context import signals
+    from helix_context.mcp_server import build_server
+
+    assert not settings.mcp.url
+    assert build_server(settings).helix_backend.url == settings.base_url  # nothing announced: helix.toml's
+    signals.write_server_state("running", pid=os.getpid(), home=settings.home, url="http://127.0.0.1:45123")
+    assert build_server(settings).helix_backend.url == "http://127.0.0.1:45123"
+    signals.write_server_state("stopped", pid=os.getpid(), home=settings.home, url="http://127.0.0.1:45123")
+    assert build_server(settings).helix_backend.url == settings.base_url  # a stopped backend is not used
+    explicit = settings.replace(mcp={"url": "http://127.0.0.1:45999"})
+    assert build_server(explicit).helix_backend.url == "http://127.0.0.1:45999"  # HELIX_MCP_URL wins

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from helix_context.config import AssemblySettings, WeighSettings
 from helix_context.llm.profiles import ModelProfile, profile
 from helix_context.models import QuerySignals, Retrieval, ScoredGene
+from helix_context.query_text import echo
 from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverage
 from helix_context.tokens import count_tokens, truncate_to_tokens
@@ -105,7 +106,7 @@ class ContextWindow:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "query": self.query,
+            "query": echo(self.query),
             "expressed_context": self.expressed_context,
             "context_health": asdict(self.context_health),
             "tier": self.tier,

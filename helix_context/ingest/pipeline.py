@@ -75,9 +75,9 @@ class IngestReport:
             f"{self.files_ingested} ingested",
             f"{self.files_unchanged} unchanged",
             f"{len(self.files_skipped)} skipped",
-            f"{self.genes_added} genes added",
+            f"{self.genes_added} chunks indexed",
             f"{self.genes_replaced} replaced",
-            f"{self.genes_retired} retired",
+            f"{self.genes_retired} removed",
             f"{self.bytes / 1e6:.2f} MB in {self.seconds:.2f} s",
         ]
         return ", ".join(parts)

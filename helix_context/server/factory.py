@@ -146,7 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(sources.start, helix)
         app.state.sources = sources
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
-                                   home=settings.home)
+                                   home=settings.home, url=settings.base_url)
         app.state.housekeeping = asyncio.create_task(_prune_periodically(helix))
         lifeline.watch_supervisor(os.environ, home=settings.home)  # exit with our supervisor (lifeline.py)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())

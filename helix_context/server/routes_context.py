@@ -9,6 +9,7 @@ from fastapi import Depends
 
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
+from helix_context.query_text import echo
 from helix_context.server.deps import get_helix, get_settings
 from helix_context.errors import Forbidden, InvalidRequest, NotFound, UnprocessableRequest
 from helix_context.server.bodies import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
@@ -19,27 +20,27 @@ def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix
     window = helix.build_context(body.query, budget_tokens=body.budget_tokens, model=body.model,
                                  project=body.project, party=body.party, prompt_tokens=body.prompt_tokens,
                                  context_window=body.context_window)
-    return window.to_dict()
+    return {**window.to_dict(), "query": echo(body.query)}  # its length as sent, not as searched
 
 
 def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Pointers with a trust verdict each, and what to refresh."""
     packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
                           max_genes=body.max_genes, group_by=body.group_by)
-    return packet.to_dict()
+    return {**packet.to_dict(), "query": echo(body.query)}
 
 
 def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Only what to re-read or re-ingest before trusting an answer to this query."""
     data = context_packet(body, helix)
-    return {"query": body.query, "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
+    return {"query": echo(body.query), "task_type": data["task_type"], "refresh_targets": data["refresh_targets"],
             "known_empty": data["known_empty"], "notes": data["notes"]}
 
 
 def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party,
                                 group_by=body.group_by)
-    return {"query": body.query, "group_by": body.group_by, "results": results}
+    return {"query": echo(body.query), "group_by": body.group_by, "results": results}
 
 
 def _allowed(path: Path, settings: Settings) -> bool:

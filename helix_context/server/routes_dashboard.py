@@ -417,6 +417,8 @@ def dashboard_data(request: Request,
         "supervisor": supervisor_raw,
         "supervisor_view": normalize_supervisor_status(supervisor_raw),
         "grafana_url": getattr(telemetry_settings, "grafana_url", "") or "",
+        # the helper model (ribosome) is a part only when configured: the page says "not configured" otherwise
+        "helper_model": bool(settings is not None and (settings.ribosome.enabled or settings.ribosome.model)),
         "started_at": getattr(app.state, "started_at", None),
         "activity": _activity(app),
     }

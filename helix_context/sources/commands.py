@@ -15,7 +15,9 @@ import time
 from typing import Any
 
 import httpx
+import psutil
 
+from helix_context import signals
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
@@ -23,22 +25,46 @@ from helix_context.sources import registry
 from helix_context.errors import SourceError
 
 
-class Backend:
-    """The running backend's /sources, or None when nothing answers at the configured address."""
+EXIT_UNREACHABLE = 3  # the CLI's code for "the backend did not answer"
 
-    def __init__(self, settings: Settings, timeout: float = 10.0) -> None:
+
+class BackendUnreachable(SourceError):
+    """The backend's state file says it serves, yet nothing answers there."""
+
+
+class Backend:
+    """The running backend's /sources, or None when nothing answers where it could be."""
+
+    def __init__(self, settings: Settings, timeout: float = 10.0, url: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self.client = httpx.Client(base_url=settings.base_url, headers=headers, timeout=timeout)
+        self.url = url or settings.base_url
+        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def answers(self) -> bool:
+        try:
+            self.client.get("/health", timeout=1.5)
+        except httpx.HTTPError:
+            return False
+        return True
 
     @classmethod
     def find(cls, settings: Settings) -> Backend | None:
-        backend = cls(settings)
-        try:
-            backend.client.get("/health", timeout=1.5)
-        except httpx.HTTPError:
+        """The backend at the URL its state file names (any port), else at helix.toml's address.
+
+        None when neither answers and no backend claims to run. A backend that claims to run
+        (state file "running", its pid alive) but does not answer raises BackendUnreachable:
+        recording a change in the genome behind its back would make two writers."""
+        announced = signals.announced_backend_url(settings.home)
+        for url in dict.fromkeys(u for u in (announced, settings.base_url) if u):
+            backend = cls(settings, url=url)
+            if backend.answers():
+                return backend
             backend.client.close()
-            return None
-        return backend
+        state, _stale, _age = signals.read_server_state(settings.home)
+        if announced and state is not None and state.pid is not None and psutil.pid_exists(state.pid):
+            raise BackendUnreachable(f"the backend (pid {state.pid}) says it serves on {announced}, but it does not "
+                                     "answer; it may still be starting: retry in a moment, or restart it")
+        return None
 
     def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         response = self.client.request(method, path, **kwargs)
@@ -82,7 +108,7 @@ def _print_list(status: dict[str, Any]) -> None:
     if isinstance(status.get("indexed_genes"), int):  # the count /stats, the dashboard and the tray show
         print(f"{status['indexed_genes']:,} genes indexed in all (a gene shared by files counts once)")
     for row in status["sources"]:
-        line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} genes  "
+        line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} chunks  "
                 f"indexed {_ago(row['last_indexed']):<12} {row['path']}")
         if row.get("project"):
             line += f"  [{row['project']}]"
@@ -97,7 +123,11 @@ def _print_list(status: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    backend = Backend.find(settings)
+    try:
+        backend = Backend.find(settings)
+    except BackendUnreachable as exc:
+        print(f"helix sources: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     try:
         if backend is not None:
             data = _online(args, backend)
@@ -149,7 +179,8 @@ def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> di
                                                          "indexed and watched when the backend next starts"}
     if args.action == "remove":
         result = registry.record_remove(genome, args.path, forget=args.forget)
-        what = "its genes are retired when the backend next starts" if args.forget else "its genes stay"
+        what = ("its indexed chunks leave the answers when the backend next starts" if args.forget
+                else "its indexed chunks stay")
         return {**result, "message": f"removed {result['path']} from the list; {what}"}
     sources_sql.set_paused(genome, args.action == "pause")
     return {"paused": args.action == "pause",
@@ -160,13 +191,13 @@ def add_parser(sub: Any, func: Any) -> None:
     p = sub.add_parser("sources", help="folders kept indexed and watched by the backend")
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("add", help="index a folder now and keep it fresh")
-    a.add_argument("path")
+    a.add_argument("path", help="the folder to index and watch")
     a.add_argument("--project", help="project name (default: the repository's)")
-    a = actions.add_parser("list", help="the folders, with files, genes, last indexed, skipped files, errors")
-    a.add_argument("--json", action="store_true")
+    a = actions.add_parser("list", help="the folders, with files, indexed chunks, last indexed, skipped files, errors")
+    a.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     a = actions.add_parser("remove", help="stop watching a folder")
-    a.add_argument("path")
-    a.add_argument("--forget", action="store_true", help="also retire the folder's genes")
+    a.add_argument("path", help="the folder, as added or as listed")
+    a.add_argument("--forget", action="store_true", help="also drop the folder's indexed chunks from answers")
     actions.add_parser("pause", help="stop watching and indexing until resumed")
     actions.add_parser("resume", help="catch up and watch again")
     p.set_defaults(func=func)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from helix_context.query_text import echo
+
 VERDICTS = ("verified", "stale_risk", "needs_refresh")
 
 
@@ -91,7 +93,7 @@ class Packet:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "query": self.query,
+            "query": echo(self.query),
             "task_type": self.task_type,
             "tier": self.tier,
             "known_empty": self.known_empty,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from helix_context.config import WeighSettings
 from helix_context.errors import InvalidRequest
 from helix_context.models import Retrieval, ScoredGene
+from helix_context.query_text import echo
 from helix_context.weigh.coordinates import _covers, _coverage, _query_tokens
 from helix_context.weigh.live_check import SourceCache, check_source
 from helix_context.weigh.packet import Packet, PacketItem, RefreshTarget
@@ -213,7 +214,7 @@ def refresh_targets(
             1 if known_empty else 3,
         ))
     if known_empty and not any(t.target_kind == "query" for t in best.values()):
-        what = f" for {query_text!r}" if query_text else ""
+        what = f" for {echo(query_text)!r}" if query_text else ""  # a short prefix: never the whole query
         add(RefreshTarget(
             "query", None,
             f"nothing relevant is indexed{what}; ingest the files that hold the answer or broaden the query",

@@ -19,3 +19,15 @@ def pystray_dummy():
     from launcher.backends import import_pystray
 
     return import_pystray()
+
+
+@pytest.fixture(scope="module")
+def xsession():
+    """Xvfb + a D-Bus session bus + trayer (tests/launcher/xkit.py); yields the environment that reaches them."""
+    import xkit
+
+    why = xkit.session_skip()
+    if why:
+        pytest.skip(why)
+    with xkit.desktop() as env:
+        yield env

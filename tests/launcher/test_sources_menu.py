@@ -3,13 +3,15 @@ against the real backend over HTTP: status line, "Add folder…", "Pause indexin
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from launcher.sources_menu import NO_BACKEND_LINE, SourcesMenu, choose_folder, NoDialog
+from launcher.notices import Notices
+from launcher.sources_menu import NO_BACKEND_LINE, NoDialog, SourcesMenu, choose_folder
 from launcher.tray import TrayApp
 from supkit import wait_until
 
@@ -46,7 +48,8 @@ def test_tray_entries_add_a_folder_show_progress_and_pause(pystray_dummy, superv
                                    poll_s=0.05, on_change=lambda: lines.append(app.sources_menu.status_line()))
     icon = app.make_icon(pystray_dummy)
     menu = icon.menu
-    line, add, pause = _index(menu, "Index"), _index(menu, "Add folder"), _index(menu, "Pause indexing")
+    add, pause = _index(menu, "Add folder"), _index(menu, "Pause indexing")
+    line = next(i for i, item in enumerate(menu.items) if item.text.startswith(("No folders", "Indexing", "Index ")))
     assert line < add and pause == add + 1 and menu.items[-1].text == "Quit"
     assert all(not item.enabled for item in menu.items[:line + 1] if item.text), "status lines come first"
     assert not menu.items[line].enabled
@@ -94,7 +97,8 @@ def test_without_a_backend_the_line_says_so(pystray_dummy, supervisors) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Windows always has a folder dialog")
-def test_add_folder_opens_the_dashboard_where_no_dialog_can_open(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_add_folder_opens_the_dashboard_where_no_dialog_can_open(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
     from supkit import fast_settings
 
     for var in ("DISPLAY", "WAYLAND_DISPLAY"):
@@ -103,7 +107,14 @@ def test_add_folder_opens_the_dashboard_where_no_dialog_can_open(monkeypatch: py
         choose_folder(timeout_s=60)  # the real child process: tkinter finds no display
     settings = fast_settings()
     urls: list[str] = []
-    menu = SourcesMenu(settings, open_url=urls.append)
-    menu.add_folder().join(60)
+    notices = Notices()
+    menu = SourcesMenu(settings, open_url=urls.append, notify=notices.post)
+    with caplog.at_level(logging.WARNING, logger="helix.tray"):
+        menu.add_folder().join(60)
     assert urls == [f"{settings.base_url}/dashboard#sources"]
+    # it says why, in the menu's status lines and in the log: not a silent switch to the browser
+    said = " ".join(notices.lines())
+    assert "No folder dialog can open here" in said and "display" in said.lower(), said
+    assert f"{settings.base_url}/dashboard#sources" in said
+    assert any("No folder dialog can open here" in r.getMessage() for r in caplog.records)
     menu.close()

@@ -34,7 +34,7 @@ def test_status_lines_are_plain_text_from_the_snapshot():
                                ollama={"reachable": True},
                                resident_models=[{"name": "llama3:8b", "size_vram": 5_000_000_000}]))
     assert lines["backend"].startswith("Backend: running (pid 42")
-    assert lines["genes"] == "Genes: 12,345"
+    assert lines["genes"] == "Indexed chunks: 12,345"
     assert lines["gpu"] == "GPU: 6.0 / 24.0 GiB (25%)"
     assert lines["models"] == "Models: llama3:8b (5.0 GB)"
     assert lines["pressure"] == ""
@@ -77,7 +77,7 @@ def test_menu_puts_status_first_and_hides_what_cannot_work(pystray_dummy, superv
     app = _app(settings, supervisors.make(settings, start=False), Recorder())
     app.snapshot = _snap()
     texts = _texts(collect(app))
-    assert texts == ["Backend: running (pid 42)", "Genes: unknown", "GPU: none detected",
+    assert texts == ["Backend: running (pid 42)", "Indexed chunks: unknown", "GPU: none detected",
                      "Models: Ollama not reachable", "Indexing: backend not reachable", "----", "Open dashboard",
                      "Restart backend", "----", "Add folder…", "Pause indexing", "----", "Open logs folder", "----",
                      "Quit"]

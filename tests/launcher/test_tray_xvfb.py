@@ -45,16 +45,6 @@ _x, _stop = xkit.x, xkit.stop
 
 
 @pytest.fixture(scope="module")
-def xsession():
-    """Xvfb + a D-Bus session bus + trayer; yields the environment that reaches them."""
-    why = xkit.session_skip()
-    if why:
-        pytest.skip(why)
-    with xkit.desktop() as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
 def gi_python(tmp_path_factory) -> str:
     system, why = xkit.system_gi_python()
     if not system:

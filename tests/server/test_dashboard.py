@@ -278,12 +278,12 @@ def _chromium() -> str | None:
     return None
 
 
-def _run_chromium(binary: str, url: str, *extra: str) -> subprocess.CompletedProcess:
+def _run_chromium(binary: str, url: str, *extra: str, size: str = "1400,1000") -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="helix-chromium-") as profile:
         cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={profile}",
-               "--window-size=1400,1000", "--virtual-time-budget=6000", *extra, url]
+               f"--window-size={size}", "--virtual-time-budget=6000", *extra, url]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "HOME": profile})
 
@@ -342,7 +342,7 @@ def test_chromium_draws_the_charts_from_real_traffic(dashboard: Dashboard) -> No
                                                                     "nomic-embed-text:latest": 310_000_000}
     assert json.loads(page.by_id["chart-gpu"]["data-last"])["limit"] == 8_589_934_592
     assert json.loads(page.by_id["chart-restarts"]["data-last"]) == {"restarts": 2}
-    assert json.loads(page.by_id["chart-ingest"]["data-last"])["genes"] == dashboard.recorded["ingest_genes"]
+    assert json.loads(page.by_id["chart-ingest"]["data-last"])["chunks"] == dashboard.recorded["ingest_genes"]
     assert int(page.by_id["routes-table"]["data-rows"]) >= 4
     assert page.svg_paths >= 10
     assert page.by_id["grafana-link"].get("href") == GRAFANA_URL and "hidden" not in page.by_id["grafana-link"]
@@ -355,3 +355,58 @@ def test_chromium_draws_the_charts_from_real_traffic(dashboard: Dashboard) -> No
         assert shot.returncode == 0 and target.is_file(), shot.stderr[-2000:]
         assert _png_size(target) == (1400, 1000)
         assert target.stat().st_size > 50_000  # a drawn page, not a blank one
+
+
+JARGON = ("genome", "retrieval", "ribosome", "budget zone", "crit. kept", "stale_risk", "needs_refresh", "known empty",
+          "genes")
+
+
+class _Text(html.parser.HTMLParser):
+    """The page's visible text (no script, style or attribute values)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._skip -= tag in ("script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def test_at_1280_px_every_label_is_whole_and_in_plain_words(dashboard: Dashboard) -> None:
+    """The page at 1280 px wide: no label cut, no axis repeating a label, no internal term, and the helper
+    model (not configured here) says so instead of "active"."""
+    binary = _chromium()
+    if binary is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium; tests/run.sh installs it)")
+    assert not (dashboard.settings.ribosome.enabled or dashboard.settings.ribosome.model)
+    _traffic(dashboard, rounds=3)
+    url = dashboard.server.url + "/dashboard"
+    dom = _run_chromium(binary, url, "--dump-dom", size="1280,1000")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = _Elements()
+    page.feed(dom.stdout)
+    assert page.body.get("data-ready") == "1"
+    assert json.loads(page.body["data-clipped"]) == []
+    text = _Text()
+    text.feed(dom.stdout)
+    # route paths (the Routes table: /admin/ribosome is an API name, not a word on the page) left out
+    visible = " ".join(w for w in " ".join(text.parts).split() if not w.startswith("/")).lower()
+    for word in JARGON:
+        assert word not in visible, word
+    assert "helper model" in visible and "not configured" in visible
+    assert "indexed chunks" in visible and "answers" in visible
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    target = ARTIFACTS / "dashboard-1280.png"
+    target.unlink(missing_ok=True)
+    shot = _run_chromium(binary, url, f"--screenshot={target}", size="1280,1000")
+    assert shot.returncode == 0 and target.is_file(), shot.stderr[-2000:]
+    assert _png_size(target) == (1280, 1000)

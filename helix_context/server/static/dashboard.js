@@ -98,8 +98,9 @@
     let step;
     if (kind === "bytes") {
       const raw = maxV / ticks;
-      const p = Math.pow(1024, Math.floor(Math.log(raw) / Math.log(1024)));
-      step = niceStep(maxV / p, ticks) * p;
+      // whole bytes at least: a scale of a few bytes must not print "1 B, 1 B, 0 B"
+      const p = Math.max(1, Math.pow(1024, Math.floor(Math.log(raw) / Math.log(1024))));
+      step = Math.max(1, niceStep(maxV / p, ticks) * p);
     } else step = niceStep(maxV, ticks);
     if (kind === "int") step = Math.max(1, Math.round(step));
     const top = Math.ceil(maxV / step - 1e-9) * step;
@@ -119,7 +120,7 @@
   }
 
   // ── charts ──────────────────────────────────────────────────────────────
-  const M = { l: 48, r: 8, t: 6, b: 18 };
+  const M = { l: 58, r: 8, t: 6, b: 18 };  // l: room for "1023.9 MiB" on the y axis
 
   function frame(node) {
     clear(node);
@@ -371,12 +372,12 @@
     const chat = s.chat || {};
     setTile("tile-tokens", fmtNum(chat.tokens_in || 0) + " / " + fmtNum(chat.tokens_out || 0), fmtNum(chat.count || 0) + " chats · p95 " + fmtSec(chat.p95));
     const ret = s.retrieval || {};
-    setTile("tile-retrievals", fmtNum(ret.count || 0), "avg " + fmtNum(ret.genes_delivered_avg) + " genes delivered");
+    setTile("tile-retrievals", fmtNum(ret.count || 0), "avg " + fmtNum(ret.genes_delivered_avg) + " chunks per answer");
     const genome = s.genome || {};
     const indexed = data.indexed || {};
-    // the one count (live genes) that /stats, /sources and the tray show; the tier gauge only when it is missing
+    // the one count (live chunks) that /stats, /sources and the tray show; the tier gauge only when it is missing
     const genes = isNum(indexed.genes) ? indexed.genes : sumObj(genome.genes_by_tier);
-    setTile("tile-genome", fmtNum(genes), (indexed.disk_full ? "DISK FULL: reads only · " : "") + fmtBytes(genome.db_bytes) + " db" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " wal" : ""), " genes");
+    setTile("tile-genome", fmtNum(genes), (indexed.disk_full ? "DISK FULL: reads only · " : "") + fmtBytes(genome.db_bytes) + " on disk" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " log" : ""));
     const gpu = sv && sv.gpu;
     const meter = document.querySelector("#tile-gpu .meter");
     if (gpu && gpu.available && isNum(gpu.total_bytes) && gpu.total_bytes > 0) {
@@ -388,7 +389,7 @@
       setTile("tile-gpu", "–", sv ? "no GPU reported" : "no supervisor");
       meter.firstElementChild.style.width = "0";
     }
-    setTile("tile-restarts", sv ? fmtNum(sv.restarts) : "–", sv ? "backend " + sv.backend_status + (sv.ribosome_paused ? " · ribosome paused" : "") : "supervisor not running");
+    setTile("tile-restarts", sv ? fmtNum(sv.restarts) : "–", sv ? "backend " + sv.backend_status + (sv.ribosome_paused && data.helper_model ? " · helper model paused" : "") : "supervisor not running");
 
     // latency
     lineChart("chart-latency", pts, [
@@ -431,7 +432,7 @@
       name: name, color: name === "total" ? C.axis : PALETTE[i % PALETTE.length], width: name === "total" ? 2 : 1.6,
       dash: name === "total", values: series(pts, (p) => get(p, "retrieval.stages_p95." + name, null)),
     }));
-    lineChart("chart-retrieval", pts, stageSeries, { fmt: fmtSec, empty: "No retrievals yet" });
+    lineChart("chart-retrieval", pts, stageSeries, { fmt: fmtSec, empty: "No answers yet" });
     legend("legend-retrieval", stageSeries.map((st) => ({ name: st.name, color: st.color, dash: st.dash, value: fmtSec(get(ret, "stages." + st.name + ".p95", null)) })));
 
     // verdicts
@@ -445,11 +446,11 @@
     const tiers = ret.tiers || {};
     const tnames = TIER_ORDER.filter((t) => t in tiers).concat(Object.keys(tiers).filter((t) => !TIER_ORDER.includes(t)));
     const tierTotal = sumObj(tiers);
-    hbars("chart-tiers", tnames.map((t, i) => ({ label: t, value: tiers[t], color: TIER_COLORS[t] || PALETTE[i % PALETTE.length], note: fmtNum(tiers[t]) + " · " + fmtPct(tierTotal ? tiers[t] / tierTotal : null) })), { empty: "No retrievals yet" });
+    hbars("chart-tiers", tnames.map((t, i) => ({ label: t, value: tiers[t], color: TIER_COLORS[t] || PALETTE[i % PALETTE.length], note: fmtNum(tiers[t]) + " · " + fmtPct(tierTotal ? tiers[t] / tierTotal : null) })), { empty: "No answers yet" });
     const zone = ret.zone_cap || {};
     lineChart("chart-zone", pts, [{ name: "zone cap", color: C.c5, area: true, values: series(pts, (p) => p.retrieval && p.retrieval.zone_cap_avg) }],
-      { fmt: fmtNum, small: true, empty: zone.count ? "No capped retrievals in the window" : "Budget zone off or never applied" });
-    legend("legend-zone", [{ name: "zone cap avg", color: C.c5, value: fmtNum(zone.avg) }, { name: "min–max", color: "transparent", value: isNum(zone.min) ? fmtNum(zone.min) + "–" + fmtNum(zone.max) : "–" }, { name: "capped", color: "transparent", value: fmtNum(zone.count || 0) }]);
+      { fmt: fmtNum, small: true, empty: zone.count ? "No capped answers in the window" : "Context cap off or never applied" });
+    legend("legend-zone", [{ name: "context cap avg", color: C.c5, value: fmtNum(zone.avg) }, { name: "min–max", color: "transparent", value: isNum(zone.min) ? fmtNum(zone.min) + "–" + fmtNum(zone.max) : "–" }, { name: "capped", color: "transparent", value: fmtNum(zone.count || 0) }]);
 
     // GPU memory
     const gUsed = series(pts, (p) => p.supervisor && p.supervisor.gpu_used);
@@ -482,7 +483,7 @@
       ["in VRAM", sv ? fmtBytes(modelsVram) : "–"],
       ["on CPU", sv ? fmtBytes(Math.max(0, modelsSize - modelsVram)) : "–"],
       ["of GPU", gpu && gpu.total_bytes ? fmtPct(modelsVram / gpu.total_bytes) : "–"],
-      ["ribosome", sv ? (sv.ribosome_paused ? "paused" : "active") : "–"],
+      ["helper model", !data.helper_model ? "not configured" : sv ? (sv.ribosome_paused ? "paused" : "active") : "–"],
     ]) {
       const d = el("div", {});
       d.appendChild(el("dt", {}, k));
@@ -504,11 +505,11 @@
     // ingest
     const ing = s.ingest || {};
     lineChart("chart-ingest", pts, [
-      { name: "genes", color: C.c1, area: true, values: series(pts, (p) => p.totals && p.totals.ingest_genes) },
+      { name: "chunks", color: C.c1, area: true, values: series(pts, (p) => p.totals && p.totals.ingest_genes) },
       { name: "files", color: C.c4, values: series(pts, (p) => p.totals && p.totals.ingest_files) },
     ], { fmt: fmtNum, empty: "Nothing ingested yet" });
     legend("legend-ingest", [
-      { name: "genes", color: C.c1, value: fmtNum(ing.genes || 0) },
+      { name: "chunks", color: C.c1, value: fmtNum(ing.genes || 0) },
       { name: "files", color: C.c4, value: fmtNum(ing.files || 0) },
       { name: "bytes", color: "transparent", value: fmtBytes(ing.bytes || 0) },
       { name: "runs", color: "transparent", value: fmtNum(ing.runs || 0) },
@@ -517,18 +518,18 @@
     // genome + compression
     const byTier = genome.genes_by_tier || {};
     const gtiers = ["open", "aging", "archived"].filter((t) => t in byTier).concat(Object.keys(byTier).filter((t) => !["open", "aging", "archived"].includes(t)));
-    hbars("chart-genome", gtiers.map((t, i) => ({ label: t, value: byTier[t], color: TIER_COLORS[t] || PALETTE[i % PALETTE.length] })), { empty: "Genome not reported yet" });
+    hbars("chart-genome", gtiers.map((t, i) => ({ label: t, value: byTier[t], color: TIER_COLORS[t] || PALETTE[i % PALETTE.length] })), { empty: "Index not reported yet" });
     const comp = s.compression || {};
     const stats = $("stats-compression");
     clear(stats);
     const saved = comp.tokens_original ? 1 - comp.tokens_compressed / comp.tokens_original : null;
-    for (const [k, v] of [["db size", fmtBytes(genome.db_bytes)], ["ratio", fmtPct(comp.ratio_avg)], ["saved", fmtPct(saved)], ["crit. kept", fmtPct(comp.critical_keep_avg)]]) {
+    for (const [k, v] of [["on disk", fmtBytes(genome.db_bytes)], ["size after", fmtPct(comp.ratio_avg)], ["saved", fmtPct(saved)], ["key terms kept", fmtPct(comp.critical_keep_avg)]]) {
       const d = el("div", {});
       d.appendChild(el("dt", {}, k));
       d.appendChild(el("dd", {}, v));
       stats.appendChild(d);
     }
-    $("hint-genome").textContent = genes ? fmtNum(genes) + " genes" : "genes per tier";
+    $("hint-genome").textContent = genes ? fmtNum(genes) + " indexed chunks" : "indexed chunks by age";
 
     // routes
     const tbody = document.querySelector("#routes-table tbody");
@@ -556,6 +557,7 @@
     renderActivity(data.activity);
 
     const b = document.body.dataset;
+    b.clipped = JSON.stringify(clippedLabels());
     b.ready = "1";
     b.polls = String(state.polls);
     b.historyPoints = String(pts.length);
@@ -566,6 +568,24 @@
     $("updated").title = pts.length + " points · last sample " + (last.t ? fmtAgo(last.t) : "–");
   }
 
+  // Labels a reader cannot read whole: text cut by its box (an ellipsis), an axis label outside its chart,
+  // or one y axis repeating a label. The tests read body[data-clipped]; it should stay "[]" at 1280 px.
+  function clippedLabels() {
+    const out = [];
+    for (const node of document.querySelectorAll(".t-label, .t-sub, .stats dt, .stats dd, th, .hint, .legend .item, h2")) {
+      if (node.offsetParent !== null && node.scrollWidth > node.clientWidth + 1) out.push(node.textContent.trim());
+    }
+    for (const chart of document.querySelectorAll(".chart")) {
+      const labels = [];
+      for (const t of chart.querySelectorAll("svg text[text-anchor=end]")) {
+        labels.push(t.textContent);
+        if (t.getBBox && t.getBBox().x < 0) out.push(chart.id + ": " + t.textContent);
+      }
+      if (new Set(labels).size !== labels.length) out.push(chart.id + ": axis repeats " + labels.join(", "));
+    }
+    return out;
+  }
+
   // activity record: ingests / packets / live-check events of every process on the genome
   function renderActivity(act) {
     const stats = $("stats-activity");
@@ -574,14 +594,14 @@
     clear(tbody);
     if (!act || act.error) {
       const tr = el("tr", {});
-      tr.appendChild(el("td", { colspan: "4", class: "muted" }, act && act.error ? "Activity record unreadable: " + act.error : "No genome yet"));
+      tr.appendChild(el("td", { colspan: "4", class: "muted" }, act && act.error ? "Activity record unreadable: " + act.error : "Nothing indexed yet"));
       tbody.appendChild(tr);
       return;
     }
     const v = act.verdicts || {};
     const live = act.live_check || {};
-    for (const [k, val] of [["verified", v.verified], ["stale_risk", v.stale_risk], ["needs_refresh", v.needs_refresh],
-                            ["known empty", v.known_empty], ["re-read", live.refreshed_from_disk], ["left out", live.stale_dropped]]) {
+    for (const [k, val] of [["verified", v.verified], ["may be stale", v.stale_risk], ["re-read needed", v.needs_refresh],
+                            ["nothing relevant", v.known_empty], ["re-read", live.refreshed_from_disk], ["left out", live.stale_dropped]]) {
       const d = el("div", {});
       d.appendChild(el("dt", {}, k));
       d.appendChild(el("dd", { "data-key": k }, fmtNum(val || 0)));

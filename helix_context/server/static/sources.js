@@ -84,12 +84,12 @@
     actions.className = "actions";
     const stop = text("button", "Stop watching", "btn");
     stop.type = "button";
-    stop.title = "Stop watching this folder; its genes stay in the genome";
+    stop.title = "Stop watching this folder; its indexed chunks stay";
     stop.dataset.action = "remove";
     stop.addEventListener("click", () => remove(src.path, false, stop));
     const forget = text("button", "Remove + forget", "btn danger");
     forget.type = "button";
-    forget.title = "Stop watching and retire this folder's genes";
+    forget.title = "Stop watching and drop this folder's indexed chunks from answers";
     forget.dataset.action = "forget";
     forget.addEventListener("click", () => remove(src.path, true, forget));
     actions.appendChild(stop);

@@ -1,0 +1,110 @@
+"""The `helix` command line as a user meets it: exit codes, messages, help, and finding the backend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from helix_context import signals
+from helix_context.cli import build_parser
+from tests.conftest import REPO, free_port
+
+
+def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_EMBEDDING_ENABLED": "false", "HELIX_NER_ENABLED": "false",
+            **(env or {})}
+    return subprocess.run([sys.executable, "-m", "helix_context.cli", *args], capture_output=True, text=True,
+                          timeout=180, env=full, cwd=REPO, input=stdin)
+
+
+def test_a_missing_path_is_an_error_and_nothing_is_ingested(tmp_path: Path) -> None:
+    real = tmp_path / "real.md"
+    real.write_text("# Notes\n\nThe frobnicator listens on port 7781.\n")
+    done = cli("ingest", str(real), str(tmp_path / "nope"), "--no-embed", "--quiet")
+    assert done.returncode == 2
+    assert f"no such file or folder: {tmp_path / 'nope'}" in done.stderr and "nothing was ingested" in done.stderr
+    stats = json.loads(cli("stats", "--json").stdout)
+    assert stats["total_genes"] == 0  # the path that exists was not half-ingested either
+
+
+def test_an_empty_query_is_one_clear_error_everywhere_in_the_cli() -> None:
+    for args, stdin in ((("query", ""), None), (("query", "   "), None), (("packet", ""), None),
+                        (("fingerprint",), None), (("query", "-"), "  \n")):
+        done = cli(*args, stdin=stdin)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert "the query is empty" in done.stderr, (args, done.stderr)
+        assert done.stdout == "", args  # no empty answer that looks like "nothing is indexed"
+
+
+def test_nothing_relevant_exits_1_and_says_so_plainly(tmp_path: Path) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Deploy\n\nThe quasar_flux service listens on port 7781 behind nginx.\n")
+    assert cli("ingest", str(doc), "--no-embed", "--quiet").returncode == 0
+    found = cli("query", "quasar_flux port")
+    assert found.returncode == 0 and "7781" in found.stdout
+    assert "answer found" in found.stderr and "[aligned]" not in found.stderr
+    for args in (("query", "zebra xylophone marmalade"), ("fingerprint", "zebra xylophone marmalade"),
+                 ("packet", "zebra xylophone marmalade")):
+        done = cli(*args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "nothing relevant found" in done.stderr
+        for word in ("denatured", "genes ", "tier="):
+            assert word not in done.stderr, (args, word, done.stderr)
+
+
+def _without_help(parser: argparse.ArgumentParser, name: str = "helix") -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                missing += _without_help(sub, f"{name} {sub_name}")
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            missing.append(f"{name}: {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_argument_has_help() -> None:
+    assert _without_help(build_parser()) == []
+    text = cli("ingest", "--help").stdout
+    assert "files or folders to index" in text
+
+
+def test_the_cli_finds_a_backend_started_on_another_port(live_server, helix_home: Path) -> None:
+    """The backend writes its URL into HELIX_HOME's state file; the CLI reads it, whatever port helix.toml says."""
+    other = free_port()  # what the CLI would use from its configuration: nothing listens there
+    state = signals.read_server_state(helix_home)[0]
+    assert state is not None and state.url == f"http://127.0.0.1:{live_server.port}"
+    done = cli("sources", "list", "--json", env={"HELIX_SERVER_PORT": str(other)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout).get("backend") != "not running"
+    folder = helix_home.parent / "project-for-cli"
+    folder.mkdir(exist_ok=True)
+    (folder / "a.md").write_text("# A\n\nalpha\n")
+    done = cli("sources", "add", str(folder), env={"HELIX_SERVER_PORT": str(other)})
+    assert done.returncode == 0 and "the backend is indexing it now" in done.stdout, done.stderr
+    listed = httpx.get(f"http://127.0.0.1:{live_server.port}/sources", timeout=10).json()["sources"]
+    assert [row["path"] for row in listed] == [str(folder.resolve())]
+
+
+def test_a_backend_that_claims_to_run_but_does_not_answer_is_exit_3(helix_home: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    signals.write_server_state("running", pid=os.getpid(), home=helix_home, url=dead)  # a live pid, no answer
+    done = cli("sources", "list", env={"HELIX_SERVER_PORT": str(free_port())})
+    assert done.returncode == 3
+    assert dead in done.stderr and "does not answer" in done.stderr
+
+
+def test_answers_echo_only_a_short_prefix_of_a_huge_query(live_server) -> None:
+    query = "frobnicate the quasar " * 5000  # ~110 KB
+    for path in ("/fingerprint", "/context", "/context/packet", "/context/refresh-plan"):
+        response = httpx.post(f"http://127.0.0.1:{live_server.port}{path}", json={"query": query}, timeout=120)
+        assert response.status_code == 200, (path, response.text[:300])
+        echoed = response.json()["query"]
+        assert len(echoed) < 200 and echoed.startswith("frobnicate the quasar") and "110,000 characters" in echoed
+        assert len(response.content) < 20_000, (path, len(response.content))
