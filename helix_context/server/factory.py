@@ -19,7 +19,7 @@ from helix_context.server import lifeline
 from helix_context.server.errors import install_error_handlers
 from helix_context import redact as log_redact
 from helix_context.server.browser_guard import HostPolicy
-from helix_context.server.security import GuardMiddleware
+from helix_context.server.security import GuardMiddleware, refuse_open_bind
 from helix_context.telemetry import Telemetry, instrument_app
 
 log = logging.getLogger("helix.server")
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from helix_context.manager import HelixContextManager
 
+        refuse_open_bind(settings)  # before anything is opened: `python -m uvicorn … --host 0.0.0.0` ends here
         app.state.started_at = time.time()
         helix = HelixContextManager(settings)
         app.state.helix = helix

@@ -491,7 +491,8 @@ class SourcesService:
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
         for name, group in groups.items():
-            last = self.helix.ingest_path(group, project=name,
+            # each event is judged like a file met in the walk: no link out of the folder, read safely
+            last = self.helix.ingest_path(group, project=name, confine_to=[Path(key)],
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:
@@ -509,9 +510,9 @@ class SourcesService:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError):
             return False
-        if self.settings.ingest.follow_symlinks:
-            return True
-        return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
+        if not self.settings.ingest.follow_symlinks and real != path.absolute():
+            return False
+        return real == Path(key) or Path(key) in real.parents
 
     def _record(self, key: str, report: IngestReport) -> None:
         skips = self._skips.get(key, {})
