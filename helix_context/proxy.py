@@ -52,6 +52,7 @@ from helix_context.assemble import estimate_messages_tokens
 from helix_context.config import ProxySettings, Settings
 from helix_context.lean_http import LeanHTTPTransport, RawResponse, Timeouts
 from helix_context.model_profile import profile
+from helix_context.wire_json import json_bytes
 
 if TYPE_CHECKING:
     from helix_context.manager import HelixContextManager
@@ -334,7 +335,7 @@ def _chunk(completion_id: str, created: int, model: str, delta: dict[str, Any],
 
 
 def _sse(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json_bytes(obj, allow_nan=True) + b"\n\n"
 
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -540,7 +541,7 @@ class _DirectRoute:
         return cls(transport, url, api_key, timeouts)
 
     async def post_json(self, path: str, body: Any) -> RawResponse:
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        data = json_bytes(body)  # a lone surrogate passes through as JSON's escape (wire_json.py)
         head = (b"POST " + self.prefix + path.encode() + b" HTTP/1.1\r\n" + self.headers
                 + b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n")
         return await self.transport.send(self.host, self.port, head, data, self.timeouts)
@@ -857,7 +858,7 @@ class Completion:
 
     def body(self) -> bytes:
         if self.raw is None:
-            self.raw = json.dumps(self.data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+            self.raw = json_bytes(self.data)
         return self.raw
 
 
