@@ -270,4 +270,4 @@ def read_file(path: str | Path, rule: ReadRule) -> FileBytes | Refusal:
         return Refusal(text, _stalled(rule))
     if isinstance(result, BaseException):
         return Refusal(text, f"unreadable: {type(result).__name__}: {result}")
-    return result  # type: ignore[no-any-return]  # _read's own result type
+    return result

@@ -78,7 +78,7 @@ def changed_files(records: Mapping[str, FileRecord], cfg: IngestSettings) -> tup
         except (OSError, ValueError):
             missing.append(path)
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_size == record.size and st.st_mtime_ns == record.mtime_ns:
+        if stat.S_ISREG(st.st_mode) and record.stat_matches(st.st_size, st.st_mtime_ns):
             continue
         got = read_file(path, ReadRule.exact(path, max_bytes=cfg.max_file_bytes, timeout_s=cfg.read_timeout_s))
         if isinstance(got, Refusal):
