@@ -6,7 +6,7 @@ safe_open.read_file opens without following links, checks the opened handle (fst
 against the roots), and reads on a reader thread with a time limit (issue 25). The plain read is
 `Path.read_bytes()`, what the ingest did before. Default folder: the Python standard library's
 `json`, `email`, `http`, `urllib`, `logging`, `asyncio`, `xml`, `importlib` packages (the ingest
-benchmark's tree). Prints microseconds per file, median of the rounds, both ways, and the ratio.
+benchmark's tree). Prints microseconds per file, median and best of the rounds, both ways, and the ratio.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             if not hasattr(got, "data"):
                 raise SystemExit(f"{path}: {got}")
         safe.append(time.perf_counter() - t)
-    p, s = statistics.median(plain), statistics.median(safe)
     print(f"{len(files)} files, {total / args.rounds / 1e6:.1f} MB per round, {args.rounds} rounds, {os.cpu_count()} cores")
-    print(f"  plain Path.read_bytes:  {p / len(files) * 1e6:8.1f} us per file (baseline, same run)")
-    print(f"  safe_open.read_file:    {s / len(files) * 1e6:8.1f} us per file ({s / p:.2f}x)")
+    for label, pick in (("median", statistics.median), ("best", min)):
+        p, s = pick(plain), pick(safe)
+        print(f"  {label:6} plain Path.read_bytes: {p / len(files) * 1e6:7.1f} us per file (baseline, same run);"
+              f" safe_open.read_file: {s / len(files) * 1e6:7.1f} us per file ({s / p:.2f}x)")
     return 0
 
 
