@@ -229,7 +229,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port or settings.server.port
     settings = settings.replace(server={"host": host, "port": port})
     check_bind(host, settings.api_key)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.server.log_level)
+    from helix_context.server.serve_logs import serve_log_config
+
+    log_config, log_path = serve_log_config(settings)
+    print(f"helix serve: serving on http://{host}:{port} (logs: {log_path}, rotated); Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.server.log_level,
+                log_config=log_config)
     return 0
 
 

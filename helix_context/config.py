@@ -53,6 +53,7 @@ class IngestSettings:
     respect_gitignore: bool = True
     ignore: tuple[str, ...] = ()
     follow_symlinks: bool = False
+    read_timeout_s: float = 10.0  # a file whose read takes longer (a hung FUSE or network file) is skipped
     workers: int = 0  # processes that parse files (N >= 2: N workers); 0 = one per core (at most 8); 1 = none
 
 

@@ -13,7 +13,6 @@ import collections
 import os
 import sys
 import dataclasses
-import hashlib
 import importlib.util
 import logging
 import threading
@@ -39,6 +38,7 @@ from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict,
 from helix_context.weigh import Packet
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
+from helix_context.ingest import reread
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
 if TYPE_CHECKING:
@@ -251,27 +251,15 @@ class HelixContextManager:
         paths = self.genome.source_paths()
         if not paths:
             return IngestReport()
-        return self.ingest_path(paths)
+        # read the way the walk reads: links never lead out of the sources (ingest/reread.py)
+        reports = [self.ingest_path(group, confine_to=roots)
+                   for group, roots in reread.refresh_groups(paths, reread.read_roots(self.genome, self.settings))]
+        return reread.merged(reports)
 
     def compact(self) -> dict[str, Any]:
         """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones),
         and move genes unused for [genome] aging_after_days to tier "aging"."""
-        changed: list[str] = []
-        missing: list[str] = []
-        for path, record in self.genome.file_records().items():
-            try:
-                st = Path(path).stat()
-            except OSError:
-                missing.append(path)
-                continue
-            if not record.stat_matches(st.st_size, st.st_mtime_ns):
-                try:
-                    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-                except OSError:
-                    missing.append(path)
-                    continue
-                if digest != record.content_hash:
-                    changed.append(path)
+        changed, missing = reread.changed_files(self.genome.file_records(), self.settings.ingest)
         marked = self.genome.mark_changed_sources([*changed, *missing])
         aged = self.genome.age_genes(time.time() - self.settings.genome.aging_after_days * 86_400)
         return {"changed_files": changed, "missing_files": missing, "genes_marked": marked, "genes_aged": aged}
@@ -354,7 +342,8 @@ class HelixContextManager:
         retrieval = self.retriever.retrieve(query, project=project, party=party, zone=zone)
         t = time.perf_counter()
         live = live_serve(retrieval.items, max_file_bytes=self.settings.ingest.max_file_bytes,
-                          max_chunk_chars=self.settings.ingest.max_chunk_chars)
+                          max_chunk_chars=self.settings.ingest.max_chunk_chars,
+                          read_timeout_s=self.settings.ingest.read_timeout_s)
         retrieval = dataclasses.replace(retrieval, items=live.items,
                                         stage_seconds={**retrieval.stage_seconds,
                                                        "live_check": time.perf_counter() - t})

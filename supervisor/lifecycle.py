@@ -12,6 +12,7 @@ import queue
 import time
 
 from helix_context import signals
+from helix_context.bind_rule import bind_refusal
 
 from supervisor.client import BackendClient
 from supervisor.logs import tail_file
@@ -93,6 +94,15 @@ class BackendLifecycle(SupervisorWatching):
         return False
 
     def _start_backend(self) -> None:
+        refused = bind_refusal(self.settings.server.host, self.settings.api_key)
+        if refused is not None:  # the backend would refuse too: say why once, instead of a crash loop
+            with self._lock:
+                self.status = "fatal"
+                self.last_error = refused
+                self.last_log_lines = []
+            log.error("%s", refused)
+            self.publish(force=True)
+            return
         with self._lock:
             self.status = "starting"
             self._announced = None

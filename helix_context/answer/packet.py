@@ -15,7 +15,7 @@ from helix_context.genome.store import Genome
 from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import EmbedderSource, Retriever
-from helix_context.weigh import Packet, PacketItem, RefreshTarget, validate_task_type, weigh_retrieval
+from helix_context.weigh import Packet, PacketItem, RefreshTarget, SourceCache, validate_task_type, weigh_retrieval
 from helix_context.weigh.relevance import idf_weights, query_words
 
 
@@ -39,7 +39,8 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)
     packet = weigh_retrieval(retrieval, task, settings.weigh,
-                             term_weights=query_term_weights(retriever, retrieval.query))
+                             term_weights=query_term_weights(retriever, retrieval.query),
+                             source_cache=SourceCache(settings.ingest.max_file_bytes, settings.ingest.read_timeout_s))
     return point_at_symbols(packet, retrieval.pointers, group_by, retrieval.file_mass, retriever.locate_weights.mass)
 
 

@@ -36,6 +36,7 @@ from helix_context.ingest.genes import TaggerLike, make_genes
 from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
 from helix_context.models import Gene, Provenance
+from helix_context.safe_open import ReadRule, Refusal, read_file
 
 log = logging.getLogger("helix.ingest")
 
@@ -277,19 +278,20 @@ class Ingestor:
     def _read_file(self, entry: FileEntry, previous: FileRecord | None, project: str | None,
                    report: IngestReport) -> ParseJob | None:
         key = str(entry.path)
-        try:
-            data = entry.path.read_bytes()
-        except OSError as exc:
-            report.skip(key, f"unreadable: {exc.strerror or exc}")
+        cfg = self.settings.ingest
+        got = read_file(entry.path, ReadRule(entry.roots or (entry.root,), cfg.follow_symlinks, cfg.max_file_bytes,
+                                             cfg.read_timeout_s))
+        if isinstance(got, Refusal):
+            report.skip(key, got.reason)
+            if got.gone or got.link:  # what was indexed under this name is no longer there to read
+                self._retire_missing_file(key, report)
             return None
-        if len(data) > self.settings.ingest.max_file_bytes:
-            report.skip(key, f"too large: {len(data)} bytes > [ingest] max_file_bytes")
-            return None
+        data = got.data
         if is_binary(data):
             report.skip(key, "binary file")
             return None
         content_hash = hashlib.sha256(data).hexdigest()
-        record = FileRecord(key, project or find_project(entry.path, entry.root), len(data), entry.mtime_ns,
+        record = FileRecord(key, project or find_project(entry.path, entry.root), len(data), got.mtime_ns,
                             content_hash)
         if previous is not None and previous.content_hash == content_hash:
             try:
@@ -308,7 +310,7 @@ class Ingestor:
             text = text[1:]
         now = time.time()
         prov = Provenance(source_kind="file", observed_at=now, last_verified_at=now,
-                          source_mtime=entry.mtime_ns / 1e9, source_hash=content_hash)
+                          source_mtime=got.mtime_ns / 1e9, source_hash=content_hash)
         return ParseJob(key, text, record.project, prov, payload=(record, len(data)))
 
     def _write(self, pending: list[_Prepared], vectors: list[np.ndarray | None], report: IngestReport) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pathspec
 
+from helix_context.safe_open import within
+
 # folders no user wants indexed; matched against every directory name
 DEFAULT_IGNORED_DIRS = frozenset({
     ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
@@ -39,6 +41,7 @@ class FileEntry:
     root: Path  # the argument it was found under
     size: int
     mtime_ns: int
+    roots: tuple[Path, ...] = ()  # where its real path may lie when read (safe_open.ReadRule); () = (root,)
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,6 @@ def bad_name(path: str | Path) -> bool:
 BAD_NAME = "file name is not valid UTF-8 (it cannot be stored or shown as text); rename it to index it"
 
 
-def within(path: Path, roots: Sequence[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
-
-
 def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[str] = (),
          respect_gitignore: bool = True, follow_symlinks: bool = False,
          confine_to: Sequence[str | Path] | None = None) -> Iterator[FileEntry | Skipped | WalkedRoot]:
@@ -141,8 +140,11 @@ def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[s
             yield Skipped(shown(root), BAD_NAME)
             continue
         if root.is_file():
-            entry = _file_entry(root, root.parent, max_file_bytes)
-            yield entry
+            refused = _single_file_refusal(Path(raw).expanduser(), root, follow_symlinks, confine)
+            if refused is not None:
+                yield Skipped(str(Path(os.path.abspath(Path(raw).expanduser()))), refused)
+                continue
+            yield _file_entry(root, root.parent, max_file_bytes, tuple(confine) if confine else (root.parent,))
             continue
         if not root.is_dir():
             yield Skipped(str(root), "not a regular file or folder")
@@ -157,7 +159,20 @@ def walk(paths: Sequence[str | Path], *, max_file_bytes: int, ignore: Sequence[s
             yield WalkedRoot(root)
 
 
-def _file_entry(path: Path, root: Path, max_file_bytes: int) -> FileEntry | Skipped:
+def _single_file_refusal(asked: Path, real: Path, follow: bool, confine: Sequence[Path] | None) -> str | None:
+    """A file named on its own (a watcher event, an API path): judged like a file met in a walk when
+    `confine` says where files may be (the server); the CLI's own argument is the user's choice."""
+    if confine is None:
+        return None
+    if not follow and real != Path(os.path.abspath(asked)):
+        return "symlink not followed ([ingest] follow_symlinks = false)"
+    if not within(real, confine):
+        return (f"symlink target {shown(real)} is outside the walked folders "
+                f"({', '.join(shown(c) for c in confine)}): not followed")
+    return None
+
+
+def _file_entry(path: Path, root: Path, max_file_bytes: int, roots: tuple[Path, ...]) -> FileEntry | Skipped:
     try:
         st = path.stat()
     except OSError as exc:
@@ -166,7 +181,7 @@ def _file_entry(path: Path, root: Path, max_file_bytes: int) -> FileEntry | Skip
         return Skipped(str(path), "not a regular file")
     if st.st_size > max_file_bytes:
         return Skipped(str(path), f"too large: {st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
-    return FileEntry(path, root, st.st_size, st.st_mtime_ns)
+    return FileEntry(path, root, st.st_size, st.st_mtime_ns, roots)
 
 
 def _stat(entry: os.DirEntry[str]) -> os.stat_result | str:
@@ -258,7 +273,7 @@ def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, links: _LinkR
             if entry_st.st_size > max_file_bytes:
                 yield Skipped(str(path), f"too large: {entry_st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
                 continue
-            yield FileEntry(path, root, entry_st.st_size, entry_st.st_mtime_ns)
+            yield FileEntry(path, root, entry_st.st_size, entry_st.st_mtime_ns, tuple(links.confine))
         for sub in reversed(subdirs):
             spec = rules.load(sub)
             stack.append((sub, specs + [(sub, spec)] if spec else specs))

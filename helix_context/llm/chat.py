@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +38,7 @@ from helix_context.llm.sessions import SessionRecorder
 from helix_context.llm.streaming import Answer, ChatStream
 from helix_context.llm.upstream import ClientGone, ProxyError, UpstreamClient
 from helix_context.llm.wire import HELIX_FIELDS, ChatCompletionRequest, text_of
+from helix_context.llm.wire_json import json_bytes
 
 if TYPE_CHECKING:
     from helix_context.manager import HelixContextManager
@@ -144,7 +144,7 @@ class Completion:
 
     def body(self) -> bytes:
         if self.raw is None:
-            self.raw = json.dumps(self.data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+            self.raw = json_bytes(self.data)  # a lone surrogate passes through as JSON's escape (wire_json.py)
         return self.raw
 
 

@@ -32,6 +32,7 @@ from helix_context.llm.lean_http import LeanHTTPTransport, RawResponse, Timeouts
 from helix_context.llm.profiles import MIN_NUM_CTX
 from helix_context.llm.streaming import Answer, ChatStream
 from helix_context.llm.wire import HELIX_FIELDS, ollama_models_to_openai, ollama_to_openai, openai_to_ollama
+from helix_context.llm.wire_json import json_bytes
 
 log = logging.getLogger("helix.proxy")
 
@@ -153,7 +154,7 @@ class _DirectRoute:
         return cls(transport, url, api_key, timeouts)
 
     async def post_json(self, path: str, body: Any) -> RawResponse:
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        data = json_bytes(body)  # a lone surrogate passes through as JSON's escape (wire_json.py)
         head = (b"POST " + self.prefix + path.encode() + b" HTTP/1.1\r\n" + self.headers
                 + b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n")
         return await self.transport.send(self.host, self.port, head, data, self.timeouts)

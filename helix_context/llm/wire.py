@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from helix_context.llm.wire_json import json_bytes
+
 # Body fields that steer Helix and are never forwarded upstream.
 HELIX_FIELDS = ("session_id", "helix_inject")
 SSE_DONE = b"data: [DONE]\n\n"
@@ -220,7 +222,7 @@ def chunk_event(completion_id: str, created: int, model: str, delta: dict[str, A
 
 
 def sse_event(obj: Any) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json_bytes(obj, allow_nan=True) + b"\n\n"
 
 
 

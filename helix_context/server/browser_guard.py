@@ -76,16 +76,13 @@ class HostPolicy:
         return cls(configured_host.strip().lower().strip("[]"), frozenset(names))
 
     def allows(self, name: str) -> bool:
+        """Loopback, the address it was told to bind, and the names in allowed_hosts: nothing else, not even
+        an IP literal of this machine when it binds every interface (list the addresses clients use)."""
         if name in LOOPBACK_NAMES or name in self.extra:
             return True
         address = _ip(name)
-        if address is not None:
-            if address.is_loopback:
-                return True
-            # bound to every interface: any address literal reaches it legitimately, and rebinding
-            # needs a *name*, so only names must be listed in allowed_hosts
-            if self.configured in WILDCARD_BINDS:
-                return True
+        if address is not None and address.is_loopback:
+            return True
         return name == self.configured and self.configured not in WILDCARD_BINDS
 
     def host_refusal(self, host_header: str | None) -> str | None:
@@ -114,13 +111,14 @@ def _origin_authority(origin: str) -> tuple[str, str, int | None] | None:
 
 
 def cross_site_refusal(method: str, host_header: str | None, origin: str | None, fetch_site: str | None,
-                       *, websocket: bool = False) -> str | None:
+                       *, websocket: bool = False, scheme: str = "http") -> str | None:
     """Why a browser request that could change state is refused (None: allowed).
 
     Reads (GET/HEAD) pass: without CORS headers a foreign page cannot read the answer.
     A state-changing request passes when it carries no browser labels at all (CLI, SDKs,
     MCP, supervisor) or when both labels say it comes from this server's own origin (the
-    dashboard); whatever its content type or body.
+    dashboard); whatever its content type or body. Same origin means the same scheme, host and port:
+    ``https://127.0.0.1:<port>`` is another site than this ``http`` server on that port.
     """
     if method in SAFE_METHODS and not websocket:
         return None
@@ -134,9 +132,10 @@ def cross_site_refusal(method: str, host_header: str | None, origin: str | None,
     there = _origin_authority(origin)
     if there is None or here is None:
         return f"Origin {origin[:100]!r}"
-    scheme, name, port = there
-    here_port = here[1] if here[1] is not None else _DEFAULT_PORTS.get(scheme)
-    if (name, port) != (here[0], here_port):
+    origin_scheme, name, port = there
+    own_scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    here_port = here[1] if here[1] is not None else _DEFAULT_PORTS.get(own_scheme)
+    if (origin_scheme, name, port) != (own_scheme, here[0], here_port):
         return f"Origin {origin[:100]!r}"
     return None
 

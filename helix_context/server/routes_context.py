@@ -53,6 +53,8 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
     if (body.content is None) == (body.path is None):
         raise UnprocessableRequest("send either 'content' (text to ingest) or 'path' (a file or folder), not both")
     if body.path is not None:
+        if "\x00" in body.path:
+            raise UnprocessableRequest("path holds a NUL character, which no file name can: send the file's path")
         path = Path(body.path).expanduser()
         try:
             resolved = path.resolve()

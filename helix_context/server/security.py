@@ -9,11 +9,12 @@ outside every route and fast path, so routes added later are covered too.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
+import logging
 from typing import Any
 from collections.abc import Awaitable, Callable
 
+from helix_context.bind_rule import HOW_TO_SET_A_KEY, bind_refusal, is_loopback, uvicorn_host
 from helix_context.server.browser_guard import HostPolicy, cross_site_message, cross_site_refusal
 
 Scope = dict[str, Any]
@@ -42,31 +43,32 @@ def _query_param(raw: bytes, name: str) -> str:
 def _with_cookie(send: Send, name: str, value: str) -> Send:
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            cookie = f"{name}={value}; Path=/dashboard; HttpOnly; SameSite=Strict".encode("latin-1")
+            cookie = f"{name}={value}; Path=/; HttpOnly; SameSite=Strict".encode("latin-1")
             message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
         await send(message)
 
     return wrapped
 
 
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host in ("localhost", "testclient"):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, api_key: str) -> None:
-    """Refuse to expose the genome to the network without a key."""
-    if not is_loopback(host) and not api_key:
-        raise SystemExit(
-            f"refusing to bind {host}: binding a non-loopback address requires HELIX_API_KEY. "
-            "Set HELIX_API_KEY=<secret> or bind 127.0.0.1."
-        )
+    """Refuse to expose the genome to the network without a key (the one rule: bind_rule.py)."""
+    refused = bind_refusal(host, api_key)
+    if refused is not None:
+        raise SystemExit(refused)
+
+
+def refuse_open_bind(settings: Any, argv: list[str] | None = None) -> None:
+    """The backend's own start-up check: the configured host, and the `--host` of a uvicorn command line
+    (which uvicorn does not tell the app about). Raises ConfigError, which stops the start-up."""
+    import sys
+
+    from helix_context.errors import ConfigError
+
+    for host in (settings.server.host, uvicorn_host(sys.argv if argv is None else argv)):
+        refused = bind_refusal(host, settings.api_key) if host is not None else None
+        if refused is not None:
+            logging.getLogger("helix.server").error("%s", refused)
+            raise ConfigError(refused)
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
@@ -80,14 +82,22 @@ _GUARD_HEADERS = frozenset((b"x-api-key", b"authorization", b"cookie", b"content
                             b"sec-fetch-site"))
 
 
+_SINGLE = frozenset(("host", "origin"))
+DUPLICATED = " duplicated"  # not a header name (it has a space): the names of guard headers sent twice
+
+
 def _guard_headers(raw: Any) -> dict[str, str]:
-    """The few headers the guard reads, decoded (the last value wins, as before). It runs on every request,
-    and decoding every header was most of what the guard cost."""
+    """The few headers the guard reads, decoded. It runs on every request, and decoding every header was
+    most of what the guard cost. A Host or Origin sent twice is noted under DUPLICATED: which of the two
+    a proxy, a framework or the guard would believe differs, so such a request is refused."""
     found: dict[str, str] = {}
     for key, value in raw:
         low = key.lower()
         if low in _GUARD_HEADERS:
-            found[low.decode("latin-1")] = value.decode("latin-1")
+            name = low.decode("latin-1")
+            if name in found and name in _SINGLE:
+                found[DUPLICATED] = f"{found.get(DUPLICATED, '')} {name}".strip()
+            found[name] = value.decode("latin-1")
     return found
 
 
@@ -119,12 +129,15 @@ class GuardMiddleware:
 
     def _browser_refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
         """A forged Host (DNS rebinding) or a foreign page asking for a state change: status and body."""
+        if DUPLICATED in headers:
+            return 400, {"error": {"message": f"the request has more than one {headers[DUPLICATED]} header; "
+                                              "send each once", "type": "duplicate_header"}}
         refused = self.hosts.host_refusal(headers.get("host"))
         if refused is not None:
             return 400, {"error": {"message": refused, "type": "host_not_allowed"}}
         method: str = scope.get("method", "GET")
         label = cross_site_refusal(method, headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"),
-                                   websocket=scope["type"] == "websocket")
+                                   websocket=scope["type"] == "websocket", scheme=scope.get("scheme", "http"))
         if label is not None:
             message = cross_site_message(method, scope.get("path", ""), label)
             return 403, {"error": {"message": message, "type": "cross_site_refused"}}
@@ -137,6 +150,11 @@ class GuardMiddleware:
         path: str = scope.get("path", "")
         headers = _guard_headers(scope.get("headers", ()))
         refusal = self._browser_refusal(scope, headers)
+        client = scope.get("client")
+        client_host = client[0] if client else None
+        if not self.api_key and client_host is not None and not is_loopback(client_host):  # None: a Unix socket
+            refusal = 403, {"error": {"message": f"this backend has no HELIX_API_KEY, so it answers callers on this "
+                                                 f"machine only. {HOW_TO_SET_A_KEY}", "type": "forbidden"}}
         if scope["type"] == "websocket":
             if refusal is not None:
                 await send({"type": "websocket.close", "code": 1008})  # the server answers the handshake with 403
@@ -146,26 +164,21 @@ class GuardMiddleware:
         if refusal is not None:
             await _send_json(send, *refusal)
             return
-        client = scope.get("client")
-        client_host = client[0] if client else None
 
         set_cookie = False
         if self.api_key and path not in OPEN_PATHS:
-            supplied = presented_key(headers)
+            supplied = presented_key(headers) or _cookie(headers.get("cookie", ""), DASHBOARD_COOKIE)
             if not supplied and path.startswith("/dashboard") and scope.get("method") == "GET":
-                # a browser cannot send headers: accept the key once in the URL, then from a cookie
-                supplied = _cookie(headers.get("cookie", ""), DASHBOARD_COOKIE)
-                if not supplied:
-                    supplied = _query_param(scope.get("query_string", b""), "api_key")
-                    set_cookie = bool(supplied)
+                # a browser cannot send headers: the dashboard takes the key once in its URL, then the
+                # browser sends it back as a cookie to every route the dashboard calls (/sources, /stats …);
+                # SameSite=Strict keeps other sites' pages from sending it, and the cross-site rule above
+                # refuses their state changes anyway
+                supplied = _query_param(scope.get("query_string", b""), "api_key")
+                set_cookie = bool(supplied)
             if not key_matches(supplied, self.api_key):
                 await _send_json(send, 401, {"error": {"message": "missing or wrong API key: send it as "
                                  "'Authorization: Bearer <HELIX_API_KEY>' or 'X-API-Key'", "type": "unauthorized"}})
                 return
-        elif path.startswith("/admin") and not is_loopback(client_host):
-            await _send_json(send, 403, {"error": {"message": "admin routes answer loopback callers only; "
-                             "set HELIX_API_KEY to allow remote admin", "type": "forbidden"}})
-            return
 
         declared = headers.get("content-length")
         if declared is not None:

@@ -55,6 +55,8 @@ def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: 
 
 def lookup_key(raw: str | Path) -> str:
     """The stored key of a source the user names (it may no longer exist on disk, so no strict resolve)."""
+    if "\x00" in str(raw):
+        raise SourceError("the path holds a NUL character, which no file name can: give the folder's path")
     path = Path(str(raw).strip()).expanduser()
     try:
         return str(path.resolve())

@@ -523,7 +523,8 @@ class SourcesService:
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
         for group_project, group in groups.items():
-            last = self._index().ingest_path(group, project=group_project,
+            # each event is judged like a file met in the walk: no link out of the folder, read safely
+            last = self._index().ingest_path(group, project=group_project, confine_to=[Path(key)],
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:
@@ -541,9 +542,9 @@ class SourcesService:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError):
             return False
-        if self.settings.ingest.follow_symlinks:
-            return True
-        return real == path.absolute() and (real == Path(key) or Path(key) in real.parents)
+        if not self.settings.ingest.follow_symlinks and real != path.absolute():
+            return False
+        return real == Path(key) or Path(key) in real.parents
 
     def _record(self, key: str, report: IngestReport) -> None:
         self._failed.pop(key, None)

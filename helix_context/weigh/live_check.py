@@ -13,6 +13,7 @@ import stat as stat_mod
 from dataclasses import dataclass
 
 from helix_context.models import Gene
+from helix_context.safe_open import FileBytes, ReadRule, Refusal, read_file
 
 SOURCE_STATUSES = ("unchanged", "changed", "missing", "unknown")
 
@@ -22,7 +23,6 @@ SOURCE_STATUSES = ("unchanged", "changed", "missing", "unknown")
 # when the recorded mtime still matches ("racy clean", as git calls it).
 _RACY_WINDOW_S = 2.0
 _MTIME_TOLERANCE_S = 1e-6
-_HASH_BLOCK = 1 << 20
 
 @dataclass(frozen=True)
 class SourceCheck:
@@ -36,11 +36,18 @@ class SourceCache:
     Many genes come from the same file; each file is stat'ed at most once and
     hashed at most once per packet. ``stats`` and ``hashes`` count the real
     system calls made (useful to check the cache does its job).
+
+    Bytes are read through safe_open: the recorded file itself, through no link swapped in since
+    ingest, a regular file of at most ``max_bytes`` (a larger one cannot be what was indexed), within
+    ``timeout_s`` (a FIFO or a hung file never holds up an answer).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = 2_000_000, timeout_s: float = 10.0) -> None:
         self._stat: dict[str, os.stat_result | OSError] = {}
+        self._read: dict[str, FileBytes | Refusal] = {}
         self._hash: dict[str, str | OSError] = {}
+        self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
         self.stats = 0
         self.hashes = 0
 
@@ -58,18 +65,26 @@ class SourceCache:
                 self._stat[key] = exc
         return self._stat[key]
 
+    def read(self, path: str) -> FileBytes | Refusal:
+        """The file's bytes, read once per packet (see the class docstring)."""
+        key = self.key(path)
+        if key not in self._read:
+            self.hashes += 1
+            self._read[key] = read_file(key, ReadRule.exact(key, max_bytes=self.max_bytes, timeout_s=self.timeout_s))
+        return self._read[key]
+
     def sha256(self, path: str) -> str | OSError:
         key = self.key(path)
         if key not in self._hash:
-            self.hashes += 1
-            digest = hashlib.sha256()
-            try:
-                with open(key, "rb") as fh:
-                    while block := fh.read(_HASH_BLOCK):
-                        digest.update(block)
-                self._hash[key] = digest.hexdigest()
-            except OSError as exc:
-                self._hash[key] = exc
+            got = self.read(key)
+            if isinstance(got, Refusal) and (got.link or got.reason.startswith("too large")):
+                # a link or a file larger than any indexed one is not what was indexed: it matches no hash
+                self._hash[key] = f"not the indexed file: {got.reason}"
+            elif isinstance(got, Refusal):
+                self._hash[key] = (FileNotFoundError(2, got.reason) if got.gone
+                                   else OSError(0, f"not read: {got.reason}"))
+            else:
+                self._hash[key] = hashlib.sha256(got.data).hexdigest()
         return self._hash[key]
 
 

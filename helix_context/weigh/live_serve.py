@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import stat as stat_mod
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from helix_context.ingest.chunk import chunk_text
 from helix_context.ingest.detect import is_binary
 from helix_context.ingest.facts import extract_facts
 from helix_context.ingest.genes import gene_id_for
 from helix_context.models import Chunk, Gene, ScoredGene
+from helix_context.safe_open import Refusal
 from helix_context.weigh.live_check import SourceCache, check_source
 
 # a changed gene is matched to a current chunk only when their lines are this similar
@@ -75,21 +75,16 @@ class _Current:
     digest: str | None = None
 
 
-def _read_current(gene: Gene, cache: SourceCache, max_bytes: int, max_chunk_chars: int) -> _Current:
-    path = Path(cache.key(gene.source_path or ""))
-    try:
-        st = path.lstat()
-        if stat_mod.S_ISLNK(st.st_mode):
+def _read_current(gene: Gene, cache: SourceCache, max_chunk_chars: int) -> _Current:
+    got = cache.read(gene.source_path or "")
+    if isinstance(got, Refusal):
+        if got.link:
             # never re-read through a link swapped in since ingest: re-ingest decides what to follow
-            return _Current([], "it is a symbolic link now; re-ingest it to read it again")
-        if st.st_size > max_bytes:
-            return _Current([], f"it grew past [ingest] max_file_bytes ({st.st_size} bytes)")
-        data = path.read_bytes()
-    except OSError as exc:
-        return _Current([], f"cannot re-read it: {exc.strerror or exc}")
-    mtime = st.st_mtime_ns / 1e9
-    if len(data) > max_bytes:
-        return _Current([], f"it grew past [ingest] max_file_bytes ({len(data)} bytes)")
+            return _Current([], "it is reached through a symbolic link now; re-ingest it to read it again")
+        if got.reason.startswith("too large"):
+            return _Current([], f"it grew past [ingest] max_file_bytes ({cache.max_bytes} bytes)")
+        return _Current([], f"cannot re-read it: {got.reason}")
+    data = got.data
     if is_binary(data):
         return _Current([], "it is now a binary file")
     try:
@@ -98,9 +93,8 @@ def _read_current(gene: Gene, cache: SourceCache, max_bytes: int, max_chunk_char
         return _Current([], "it is no longer valid UTF-8")
     if text.startswith("\ufeff"):
         text = text[1:]
-    digest = cache.sha256(str(path))
     chunks = chunk_text(text, gene.content_type, gene.language, max_chunk_chars)
-    return _Current(chunks, mtime=mtime, digest=digest if isinstance(digest, str) else None)
+    return _Current(chunks, mtime=got.mtime_ns / 1e9, digest=hashlib.sha256(data).hexdigest())
 
 
 def _similarity(a: str, b: str) -> float:
@@ -146,13 +140,13 @@ def _refreshed_gene(gene: Gene, chunk: Chunk, current: _Current, now: float) -> 
 
 
 def live_serve(items: Sequence[ScoredGene], *, max_file_bytes: int, max_chunk_chars: int,
-               now: float | None = None, cache: SourceCache | None = None) -> LiveServe:
+               now: float | None = None, cache: SourceCache | None = None, read_timeout_s: float = 10.0) -> LiveServe:
     """Check every gene about to be served against its source file; see the module docstring.
 
     Order and scores are kept; a refreshed gene that lands on a span already served is served once.
     """
     now = time.time() if now is None else now
-    cache = cache if cache is not None else SourceCache()
+    cache = cache if cache is not None else SourceCache(max_file_bytes, read_timeout_s)
     current: dict[str, _Current] = {}
     kept: list[ScoredGene] = []
     refreshed: list[ServedSource] = []
@@ -167,7 +161,7 @@ def live_serve(items: Sequence[ScoredGene], *, max_file_bytes: int, max_chunk_ch
         if check.status == "changed":
             key = cache.key(gene.source_path or "")
             if key not in current:
-                current[key] = _read_current(gene, cache, max_file_bytes, max_chunk_chars)
+                current[key] = _read_current(gene, cache, max_chunk_chars)
             now_file = current[key]
             if now_file.error:
                 dropped.append(ServedSource(gene.src, "dropped", f"source changed and {now_file.error}"))

@@ -231,6 +231,7 @@ def weigh_retrieval(
     now: float | None = None,
     *,
     term_weights: Mapping[str, float] | None = None,
+    source_cache: SourceCache | None = None,
 ) -> Packet:
     """Turn a retrieval into the agent-facing packet for ``task_type``.
 
@@ -271,7 +272,7 @@ def weigh_retrieval(
     # an item that is itself at a coordinate the query names is on target even
     # when the answer as a whole misses most of them
     named_tokens = [t for t in _query_tokens(query) if t.kind != "ext"]
-    cache = SourceCache()
+    cache = source_cache if source_cache is not None else SourceCache()  # reads bounded as ingest's (safe_open)
     weighed: list[PacketItem] = []
     for sg, rel in zip(items, rels):
         cap = None
