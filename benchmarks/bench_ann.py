@@ -101,7 +101,7 @@ def main() -> int:
 
     conn = sqlite3.connect(f"{args.genome.resolve().as_uri()}?mode=ro", uri=True)
     blocks = []
-    for _, block in iter_live_vectors(conn):
+    for _, block in iter_live_vectors(conn, 1):
         blocks.append(block.copy())
         if sum(len(b) for b in blocks) >= args.limit:
             break

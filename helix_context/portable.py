@@ -44,6 +44,7 @@ from typing import Any, BinaryIO
 from helix_context.genome import portable_sql as sql
 from helix_context.genome.schema import SCHEMA_VERSION
 from helix_context.genome.store import EMBED_DIM, Genome
+from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL
 
 FORMAT_NAME = "helix-genome-export"
 FORMAT_VERSION = 1
@@ -347,6 +348,8 @@ def _validate(record: Any, path: Path, lineno: int) -> None:
             raise bad(f"{kind} record without {name!r}")
         if not _type_ok(record[name], expected):
             raise bad(f"{kind} field {name!r} has the wrong type ({type(record[name]).__name__})")
+    if kind == "gene" and not isinstance(record.get("vector_model"), str | None):
+        raise bad("vector_model must be a model name or null")
     if kind != "gene":
         return
     if not record["gene_id"] or len(record["gene_id"]) > 128:
@@ -378,6 +381,8 @@ def _store_row(record: dict[str, Any]) -> dict[str, Any]:
     row["tags"] = sql.encode_tags(record["tags"])
     row["facts"] = sql.encode_facts(record["facts"])
     row["embedding"] = base64.b64decode(record["embedding"]) if record.get("embedding") else None
+    if "vector_model" not in record and row["embedding"] is not None:
+        row["vector_model"] = DEFAULT_VECTOR_MODEL  # exports made before models were recorded: all MiniLM
     return row
 
 

@@ -124,12 +124,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def code_minilm_source(folder: Path = CODE_MODEL_DIR) -> ModelSource:
-    """The shipped code-trained model, checked against its manifest (a damaged copy is refused).
+def code_minilm_source(folder: Path | None = None) -> ModelSource:
+    """The code-trained model (default: the one shipped in ``CODE_MODEL_DIR``), checked against its manifest.
 
-    Raises EmbedderUnavailable saying what is missing or wrong; the caller falls back to MiniLM.
+    A damaged copy is refused: raises EmbedderUnavailable saying what is missing
+    or wrong, and the caller falls back to MiniLM.
     """
-    folder = Path(folder)
+    folder = Path(folder) if folder is not None else CODE_MODEL_DIR
     missing = [n for n in ("config.json", "tokenizer.json", CODE_WEIGHTS, "manifest.json")
                if not (folder / n).is_file()]
     if missing:

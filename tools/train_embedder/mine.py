@@ -72,7 +72,6 @@ PACKAGES: list[str] = [
     "pip==24.3.1",
     "pytest==8.3.3",
     "sphinx==8.1.3",
-    "docutils==0.21.2",
     "ipython==8.29.0",
     "mypy==1.13.0",
     "pydantic==2.10.1",
@@ -85,11 +84,54 @@ PACKAGES: list[str] = [
     "cryptography==43.0.3",
     "attrs==24.2.0",
     "sqlparse==0.5.2",
+    "transformers==4.46.3",
+    "tensorflow-probability==0.25.0",
+    "jax==0.4.35",
+    "keras==3.7.0",
+    "nltk==3.9.1",
+    "pyomo==6.8.2",
+    "holoviews==1.20.0",
+    "param==2.1.1",
+    "traitlets==5.14.3",
+    "jupyter-server==2.14.2",
+    "nbconvert==7.16.4",
+    "ipykernel==6.29.5",
+    "jupyter-client==8.6.3",
+    "celery==5.4.0",
+    "kombu==5.4.2",
+    "pyqtgraph==0.13.7",
+    "trimesh==4.5.3",
+    "mne==1.8.0",
+    "nibabel==5.3.2",
+    "cython==3.0.11",
+    "prompt-toolkit==3.0.48",
+    "openpyxl==3.1.5",
+    "fonttools==4.55.0",
+    "reportlab==4.2.5",
+    "xlsxwriter==3.2.0",
+    "boltons==24.1.0",
+    "alembic==1.14.0",
+    "marshmallow==3.23.1",
+    "falcon==4.0.2",
+    "pymc==5.18.2",
+    "pytensor==2.26.3",
+    "pyro-ppl==1.9.1",
+    "datasets==3.1.0",
+    "huggingface-hub==0.26.2",
+    "accelerate==1.1.1",
+    "diffusers==0.31.0",
+    "optax==0.2.4",
+    "flax==0.10.2",
+    "pint==0.24.4",
+    "fsspec==2024.10.0",
+    "tox==4.23.2",
+    "virtualenv==20.27.1",
 ]
 
 # Excluded by name, with the reason written into the manifest.
 EXCLUDED: dict[str, str] = {
     "sympy": "the swe-dev benchmark's project (bench_localization.py)",
+    "mpmath": "maintained beside sympy (swe-dev benchmark neighbourhood)",
     "flask": "used by the issue-24 scoping benchmark",
     "requests": "used by the issue-24 scoping benchmark",
     "click": "used by the issue-24 scoping benchmark",
@@ -99,6 +141,8 @@ EXCLUDED: dict[str, str] = {
     "markupsafe": "flask's own dependency (scoping benchmark neighbourhood)",
     "urllib3": "requests' own dependency (scoping benchmark neighbourhood)",
     "matplotlib": "licence is PSF-style (not MIT/BSD/Apache)",
+    "docutils": "parts are GPL / public domain / PSF (not only MIT/BSD/Apache)",
+    "setuptools/_distutils, black's blib2to3": "copies of standard-library code (distutils, lib2to3)",
     "python standard library": "never read: only the scratch install folder is walked",
 }
 
@@ -107,9 +151,11 @@ EXCLUDED: dict[str, str] = {
 SKIP_DIRS = {
     "tests", "test", "testing", "_vendor", "vendor", "vendored", "externals", "_externals",
     "extern", "_lib_vendored", "benchmarks", "examples", "docs", "__pycache__",
+    "_distutils", "blib2to3",  # copies of standard-library code
 }
 
 PERMISSIVE = re.compile(r"\b(MIT|BSD|Apache)\b", re.IGNORECASE)
+COPYLEFT = re.compile(r"GPL|General Public|MPL|Mozilla", re.IGNORECASE)
 MAX_CODE_LINES = 60
 MAX_CODE_CHARS = 1600
 HELDOUT_PAIRS = 3000
@@ -125,14 +171,20 @@ def _norm_name(spec: str) -> str:
 def install(work: Path) -> Path:
     """pip install the pinned list (no dependencies) into ``work/site``."""
     site = work / "site"
-    marker = site / ".helix-mine-packages.json"
-    if marker.is_file() and json.loads(marker.read_text()) == PACKAGES:
-        return site
     site.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-           "--only-binary=:all:", "--upgrade", "--target", str(site), *PACKAGES]
-    subprocess.run(cmd, check=True)
-    marker.write_text(json.dumps(PACKAGES))
+    installed = {(_norm_name(n), v) for n, v in
+                 (d.name.removesuffix(".dist-info").rsplit("-", 1) for d in site.glob("*.dist-info"))}
+    failed: list[str] = []
+    for spec in PACKAGES:  # one at a time: a pin already there is kept, a failing one is named
+        name, version = _norm_name(spec), spec.split("==", 1)[1]
+        if (name, version) in installed:
+            continue
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+               "--only-binary=:all:", "--upgrade", "--target", str(site), spec]
+        if subprocess.run(cmd, check=False).returncode:
+            failed.append(spec)
+    if failed:
+        raise SystemExit(f"pip could not install {', '.join(failed)}")
     return site
 
 
@@ -162,6 +214,8 @@ def read_packages(site: Path) -> list[dict[str, object]]:
         if record.is_file():
             for line in record.read_text(encoding="utf-8").splitlines():
                 top = line.split(",", 1)[0].split("/", 1)[0]
+                if top.startswith(".") or top in ("bin", "share"):  # scripts and data installed outside
+                    continue
                 if top.endswith(".py") or (site / top).is_dir():
                     if not top.endswith((".dist-info", ".data", "__pycache__")) and top not in tops:
                         tops.append(top)
@@ -172,7 +226,7 @@ def read_packages(site: Path) -> list[dict[str, object]]:
         dist = dists.get(_norm_name(spec))
         if dist is None:
             raise SystemExit(f"{spec} is not installed in {site}")
-        if not PERMISSIVE.search(str(dist["licence"])):
+        if not PERMISSIVE.search(str(dist["licence"])) or COPYLEFT.search(str(dist["licence"])):
             raise SystemExit(f"{spec}: licence {dist['licence']!r} is not MIT, BSD or Apache")
         if _norm_name(spec) in EXCLUDED:
             raise SystemExit(f"{spec} is excluded: {EXCLUDED[_norm_name(spec)]}")
@@ -243,6 +297,8 @@ def package_files(site: Path, dist: dict[str, object]) -> list[Path]:
     files: list[Path] = []
     for top in dist["top_level"]:  # type: ignore[attr-defined]
         root = site / str(top)
+        if str(top) in SKIP_DIRS:
+            continue
         if root.is_file() and root.suffix == ".py":
             files.append(root)
             continue

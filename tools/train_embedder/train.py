@@ -110,6 +110,22 @@ class Bert(nn.Module):
         return {k: self.w(k).detach().float().cpu().numpy() for k in self.names}
 
 
+def save_parts(model: Bert, base: dict[str, np.ndarray], out: Path, seed: int) -> list[bytes]:
+    """The trained tensors as one fp16 safetensors file (base names), in parts below 16 MB."""
+    state = model.state_numpy()
+    if "embeddings.position_ids" in base:
+        state["embeddings.position_ids"] = base["embeddings.position_ids"]
+    fp16 = {k: (v.astype(np.float16) if v.dtype == np.float32 else v) for k, v in state.items()}
+    full = out / "model.fp16.safetensors"
+    write_safetensors(full, fp16, {"format": "pt", "base": "all-MiniLM-L6-v2", "seed": str(seed)})
+    data = full.read_bytes()
+    full.unlink()
+    parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    for i, part in enumerate(parts):
+        (out / f"model.fp16.safetensors.part{i}").write_bytes(part)
+    return parts
+
+
 def load_pairs(path: Path) -> list[dict]:
     return [json.loads(line) for line in lzma.decompress(path.read_bytes()).decode().splitlines() if line]
 
@@ -179,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-pairs", type=int, default=0, help="use only the first N training pairs")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps (smoke tests)")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--no-weights", action="store_true", help="write metrics only (a reproducibility re-run)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     seed_everything(args.seed)
@@ -258,17 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"held-out after: {after}  (training {train_s:.1f} s)", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    state = model.state_numpy()
-    if "embeddings.position_ids" in base:
-        state["embeddings.position_ids"] = base["embeddings.position_ids"]
-    fp16 = {k: (v.astype(np.float16) if v.dtype == np.float32 else v) for k, v in state.items()}
-    full = args.out / "model.fp16.safetensors"
-    write_safetensors(full, fp16, {"format": "pt", "base": "all-MiniLM-L6-v2", "seed": str(args.seed)})
-    data = full.read_bytes()
-    full.unlink()
-    parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
-    for i, part in enumerate(parts):
-        (args.out / f"model.fp16.safetensors.part{i}").write_bytes(part)
+    parts: list[bytes] = []
+    if not args.no_weights:
+        parts = save_parts(model, base, args.out, args.seed)
     metrics = {
         "heldout_before": before, "heldout_after": after, "steps": step, "train_seconds": round(train_s, 1),
         "total_seconds": round(time.perf_counter() - t0, 1), "train_pairs": len(train),
