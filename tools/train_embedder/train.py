@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=0.1)
     ap.add_argument("--max-pairs", type=int, default=0, help="use only the first N training pairs")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps (smoke tests)")
+    ap.add_argument("--max-heldout", type=int, default=0, help="score only the first N held-out pairs (smoke tests)")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--no-weights", action="store_true", help="write metrics only (a reproducibility re-run)")
     args = ap.parse_args(argv)
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     held = load_pairs(args.pairs / "heldout.jsonl.xz")
     if args.max_pairs:
         train = train[: args.max_pairs]
+    if args.max_heldout:
+        held = held[: args.max_heldout]
     tq = tokenize(tok, [p["q"] for p in train], args.query_tokens)
     tc = tokenize(tok, [p["c"] for p in train], args.code_tokens)
     hq = tokenize(tok, [p["q"] for p in held], args.query_tokens)
