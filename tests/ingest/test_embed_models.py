@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helix_context.config import Settings
 from helix_context.genome.store import Genome
 from helix_context.ingest import embed_models
 from helix_context.ingest.embed import Embedder, EmbedderUnavailable
@@ -202,7 +203,8 @@ def test_the_active_model_survives_reopening(tmp_path: Path, minilm: Embedder, c
         again.close()
 
 
-def load_settings():  # noqa: ANN201 - the real config, as the fixtures load it
+def load_settings() -> Settings:
+    """The real config, as the fixtures load it."""
     from helix_context.config import load_config
 
     return load_config()
