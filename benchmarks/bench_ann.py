@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from _results import write_results  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 from helix_context.genome.ann import CONNECTIVITY, EXPANSION_ADD, _usearch_index_class  # noqa: E402 - imported after the sys.path line above that makes it importable
-from helix_context.genome.vectors import EMBED_DIM, iter_live_vectors  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.genome.vectors import EMBED_DIM, iter_live_vectors, known_model_id, recorded_model  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 K = 100
 EFS = (100, 160, 256)
@@ -101,7 +101,8 @@ def main() -> int:
 
     conn = sqlite3.connect(f"{args.genome.resolve().as_uri()}?mode=ro", uri=True)
     blocks = []
-    for _, block in iter_live_vectors(conn):
+    model = known_model_id(conn, recorded_model(conn) or "all-MiniLM-L6-v2-int8") or 1  # the active model's vectors
+    for _, block in iter_live_vectors(conn, model):
         blocks.append(block.copy())
         if sum(len(b) for b in blocks) >= args.limit:
             break

@@ -89,6 +89,7 @@ class EmbeddingSettings:
     max_tokens: int = 128  # prose, config and logs: each gene is embedded from its first N word pieces
     code_max_tokens: int = 32  # code: N word pieces of a digest (names, comments, then code); see embed_text.py
     model_dir: str = ""  # empty: HELIX_HOME/models
+    model: str = "minilm"  # minilm | code-minilm (ingest/embed_models.py); a change re-embeds in the background
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "upstream_kind"): ("auto", "ollama", "openai"),
     ("watchers", "pressure_action"): ("notify", "pause_ribosome", "unload_ribosome"),
     ("telemetry", "protocol"): ("http", "grpc"),
+    ("embedding", "model"): ("minilm", "code-minilm"),
 }
 
 _SECTIONS: dict[str, type] = {

@@ -40,6 +40,7 @@ from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest import reread
 from helix_context.ingest.pipeline import IngestReport, Ingestor
+from helix_context.ingest.reembed import Reembedder, start_reembed
 
 if TYPE_CHECKING:
     from helix_context.answer.compress import Compressor
@@ -112,6 +113,7 @@ class HelixContextManager:
         self._polled_stats = PolledStats(lambda: self.genome.stats(), lambda: self.genome.generation())
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
         self.embedder_part: EmbedderPart = embedder or Part("embeddings", self._load_embedder)
+        self.reembed: Reembedder | None = None  # the background re-embedding after a model change
         self.tagger_part = Part("ner", self._load_tagger)
         self.compressor_part = Part("headroom", self._load_compressor)
         self._retriever: Any = None
@@ -130,8 +132,11 @@ class HelixContextManager:
             return None, "off", "disabled in helix.toml ([embedding] enabled = false)"
         from helix_context.ingest.embed import Embedder
 
-        embedder = Embedder.load(self.settings.models_dir, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
-                                 batch_size=cfg.batch_size)
+        embedder = Embedder.load(self.settings.models_dir, model=cfg.model,
+                                 max_tokens=max(cfg.max_tokens, cfg.code_max_tokens), batch_size=cfg.batch_size)
+        self.reembed = start_reembed(self.genome, embedder, cfg)  # ingest/reembed.py: vectors of another model
+        if embedder.fallback:
+            return embedder, "fallback", f"{embedder.model_name}: {embedder.fallback}"
         return embedder, "active", embedder.model_name
 
     def _new_tagger(self) -> Tagger:
@@ -414,7 +419,9 @@ class HelixContextManager:
         data["total_genes"] = self.genome.live_gene_count()  # the one count (exact per generation) everyone shows
         data["parts"] = self.parts()
         data["genome_path"] = str(self.genome.path)
-        data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available")
+        data["dense_signal"] = data["parts"]["embeddings"]["status"] in ("active", "available", "fallback")
+        if self.reembed is not None:
+            data["reembed"] = self.reembed.progress()
         return data
 
     def genome_gauges(self) -> dict[str, Any]:
@@ -448,6 +455,7 @@ class HelixContextManager:
             "genome": genome,
             "upstream": {"url": redact_url(self.settings.proxy.upstream_url), "kind": self.settings.proxy.upstream_kind},
             "ribosome": self.ribosome_state(),
+            "reembed": self.reembed.progress() if self.reembed is not None else None,
             "budget_zone": self.settings.budget.zone_enabled,
             "at": time.time(),
         }
@@ -472,6 +480,8 @@ class HelixContextManager:
     def close(self) -> None:
         if self._parse_pool is not None:
             self._parse_pool.close()
+        if self.reembed is not None:
+            self.reembed.stop()
         if self.embedder_part.loaded and self.embedder is not None:
             self.embedder.close()
         self.genome.close()

@@ -119,8 +119,9 @@ class VectorIndex:
     """One genome's dense index: the mapped graph file plus an in-memory delta. Thread-safe; one per Genome."""
 
     def __init__(self, genome_path: Path, connect: Callable[[], sqlite3.Connection],
-                 trim: Callable[[int], None] | None = None) -> None:
+                 trim: Callable[[int], None] | None = None, *, model: int = 1) -> None:
         self.genome_path = Path(genome_path)
+        self.model = model  # vector_models id: the index holds only this model's vectors (a file of another is rebuilt)
         self.path = Path(str(genome_path) + ".ann")
         self.meta_path = Path(str(genome_path) + ".ann.json")
         self._connect = connect
@@ -167,6 +168,9 @@ class VectorIndex:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("format") != FORMAT or meta.get("dim") != vectors.EMBED_DIM:
                 return None, 0, 0
+            if meta.get("model", 1) != self.model:
+                log.info("dense index %s holds another embedding model's vectors: rebuilding it", self.path)
+                return None, 0, 0
             _prefetch(self.path)
             index = _usearch_index_class().restore(str(self.path), view=True)
             if index is None or index.ndim != vectors.EMBED_DIM or len(index) != int(meta["count"]):
@@ -187,7 +191,7 @@ class VectorIndex:
         total = 0
         conn = scan_connection(self.genome_path)
         try:
-            for rowids, codes in vectors.iter_live_vectors(conn):
+            for rowids, codes in vectors.iter_live_vectors(conn, self.model):
                 index.add(rowids.astype(np.uint64), _as_float(codes))
                 total += len(rowids)
         finally:
@@ -216,7 +220,7 @@ class VectorIndex:
             self._drop_base()
             os.replace(tmp, self.path)
             meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": seq, "count": len(full),
-                    "removed": self._removed}
+                    "removed": self._removed, "model": self.model}
             tmp_meta = self.meta_path.with_name(self.meta_path.name + ".tmp")
             tmp_meta.write_text(json.dumps(meta))
             os.replace(tmp_meta, self.meta_path)
@@ -251,7 +255,7 @@ class VectorIndex:
             seq, rowids = vectors.changes_after(conn, self._seq, batch)
             if not rowids:
                 return
-            live_ids, codes = vectors.live_vectors_of(conn, rowids)
+            live_ids, codes = vectors.live_vectors_of(conn, rowids, self.model)
             stale = [k for k in rowids if k in self._delta_keys]
             if stale:
                 self._delta.remove(np.asarray(stale, dtype=np.uint64))
@@ -282,7 +286,7 @@ class VectorIndex:
         if gone:
             full.remove(np.asarray(gone, dtype=np.uint64))
             self._removed += len(gone)
-        ids, codes = vectors.live_vectors_of(conn, sorted(self._delta_keys))  # the genome's current codes
+        ids, codes = vectors.live_vectors_of(conn, sorted(self._delta_keys), self.model)  # the genome's current codes
         if len(ids):
             full.add(ids.astype(np.uint64), _as_float(codes))
         self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
@@ -369,7 +373,7 @@ class VectorIndex:
         if not rescore:
             order = np.argsort(dist, kind="stable")[:k]
             return Hits(keys[order], 1.0 - dist[order], use_exact)
-        ids, codes = vectors.live_vectors_of(self._connect(), list(dict.fromkeys(keys.tolist())))
+        ids, codes = vectors.live_vectors_of(self._connect(), list(dict.fromkeys(keys.tolist())), self.model)
         if len(ids) == 0:
             return Hits(np.zeros(0, np.int64), np.zeros(0, np.float32), use_exact)
         unit = codes.astype(np.float32)

@@ -21,6 +21,8 @@ class MaintenanceMixin:
     path: Any
     transaction: Any
     _write_lock: Any
+    vector_model: str
+    vector_model_id: int
     generation: Callable[[], int]  # Genome's, declared here for the type checker
 
     # ── maintenance ──
@@ -89,7 +91,11 @@ class MaintenanceMixin:
             "genes_by_content_type": by("content_type"),
             "genes_by_project": by("project"),
             "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
-            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL").fetchone()[0],
+            "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL "
+                                         "AND vector_model = ?", (self.vector_model_id,)).fetchone()[0],
+            "stale_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL "
+                                          "AND vector_model IS NOT ?", (self.vector_model_id,)).fetchone()[0],
+            "vector_model": self.vector_model,
             "coactivation_links": c.execute("SELECT COUNT(*) FROM coactivation").fetchone()[0],
             "schema_version": SCHEMA_VERSION,
             "generation": self.generation(),

@@ -32,6 +32,7 @@ from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
+from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
@@ -119,7 +120,7 @@ def _row_to_gene(row: sqlite3.Row | tuple[Any, ...]) -> Gene:
     )
 
 
-class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
+class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
@@ -144,6 +145,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         self._live_count: tuple[int, int] | None = None  # (generation, live genes)
         self._vectors_lock = threading.Lock()
         self._migrated = False
+        self._vector_model: tuple[str, int] = (DEFAULT_VECTOR_MODEL, 1)
         self.disk_full = False  # opened read-only because its disk had no space left (reads still served)
         self._immutable = False
         try:
@@ -157,6 +159,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             self.close()
             self.readonly = self.disk_full = self._immutable = True
             self._open_and_migrate()
+        self._load_vector_model()
         self._migrated = True
 
     # ── connections ──
@@ -458,22 +461,25 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 if source_path != gene.source_path:
                     self._set_source_path(tx, rowid, gene.source_path)
                 stored[gene.gene_id] = (rowid, gene.source_path, None)
-            if vector is not None:
-                tx.execute("UPDATE genes SET embedding = ? WHERE id = ? AND embedding IS NULL", (encode_vector(vector), rowid))
+            if vector is not None:  # stored without a vector, or with another model's
+                model = self.vector_model_id
+                tx.execute("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ? "
+                           "AND (embedding IS NULL OR vector_model IS NOT ?)", (encode_vector(vector), model, rowid, model))
             return rowid
         tags = "\n".join(gene.tags)
         form = form or stored_form(gene.content)
         cur = tx.execute(
             "INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, "
             "symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
-            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding, vector_model) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
                 gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
                 prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
                 prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
                 gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
+                self.vector_model_id if vector is not None else None,
             ),
         )
         rowid = int(cur.lastrowid or 0)  # an INSERT always sets it
@@ -566,7 +572,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
-        row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()
+        row = self.conn.execute("SELECT embedding FROM genes WHERE id = ? AND vector_model = ?",
+                                (rowid, self.vector_model_id)).fetchone()
         return decode_vector(row[0]) if row and row[0] else None
 
     def vector_index(self) -> VectorIndex:
@@ -574,7 +581,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         if self._vectors is None:
             with self._vectors_lock:
                 if self._vectors is None:
-                    self._vectors = VectorIndex(self.path, lambda: self.conn, None if self.readonly else self._trim_vector_log)
+                    self._vectors = VectorIndex(self.path, lambda: self.conn,
+                                                None if self.readonly else self._trim_vector_log,
+                                                model=self.vector_model_id)
         return self._vectors
 
     def _trim_vector_log(self, upto: int) -> None:
@@ -582,25 +591,29 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             vector_sql.trim_changes(tx.conn, upto)
 
     def embedded_gene_ids(self, gene_ids: Sequence[str]) -> set[str]:
-        """Which of these genes are already stored with a vector (so ingest need not embed them again)."""
+        """Which of these genes are already stored with a vector of the active model (ingest need not embed them)."""
         found: set[str] = set()
         ids = list(dict.fromkeys(gene_ids))
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
             marks = ",".join("?" * len(batch))
             found.update(r[0] for r in self.conn.execute(
-                f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL", batch))
+                f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL "
+                "AND vector_model = ?", [*batch, self.vector_model_id]))
         return found
 
     def genes_missing_embeddings(self, limit: int = 1000) -> list[Gene]:
         rowids = [r[0] for r in self.conn.execute(
-            "SELECT id FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
+            "SELECT id FROM genes WHERE (embedding IS NULL OR vector_model IS NOT ?) AND retired_at IS NULL LIMIT ?",
+            (self.vector_model_id, limit))]
         found = self.genes_by_rowid(rowids)
         return [found[r] for r in rowids if r in found]
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:
-            tx.executemany("UPDATE genes SET embedding = ? WHERE id = ?", [(encode_vector(v), r) for r, v in items])
+            model = self.vector_model_id
+            tx.executemany("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ?",
+                           [(encode_vector(v), model, r) for r, v in items])
 
     def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
         with self.transaction() as tx:

@@ -21,6 +21,7 @@ from helix_context.errors import InvalidRequest
 from helix_context.genome import activity_sql
 from helix_context.genome import portable_sql as sql
 from helix_context.genome.retention import cap_sessions
+from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL
 from helix_context.genome.store import Genome
 from helix_context.portable.convert import upgrade
 from helix_context.portable.fileformat import raw_records, read_header, verify_checksum
@@ -76,6 +77,8 @@ def _store_row(record: dict[str, Any]) -> dict[str, Any]:
     row["tags"] = sql.encode_tags(record["tags"])
     row["facts"] = sql.encode_facts(record["facts"])
     row["embedding"] = base64.b64decode(record["embedding"]) if record.get("embedding") else None
+    if "vector_model" not in record and row["embedding"] is not None:
+        row["vector_model"] = DEFAULT_VECTOR_MODEL  # exports made before models were recorded: all MiniLM
     return row
 
 

@@ -98,6 +98,8 @@ def check_shape(record: dict[str, Any], path: Path, lineno: int) -> None:
             isinstance(s, list) and len(s) == 3 and s[0] is not None and _type_ok(s[0], _ANY_PATH)
             and _type_ok(s[1], _INT) and _type_ok(s[2], _INT) for s in sources):
         raise bad("sources must be a list of [path, start_line, end_line]")
+    if not isinstance(record.get("vector_model"), str | None):
+        raise bad("vector_model must be a model name or null")
     embedding = record.get("embedding", None)
     if embedding is not None:
         try:

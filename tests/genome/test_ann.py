@@ -44,7 +44,7 @@ def rowid_of(g: Genome, i: int) -> int:
 
 def exact_top(g: Genome, q: np.ndarray, k: int) -> set[int]:
     ids, codes = [], []
-    for rowids, block in vectors.iter_live_vectors(g.conn):
+    for rowids, block in vectors.iter_live_vectors(g.conn, g.vector_model_id):
         ids.append(rowids)
         codes.append(block.astype(np.float32))
     m = np.concatenate(codes)
