@@ -206,7 +206,7 @@ def dense_function_spans(roots: list[Path], embedder, cfg) -> dict[str, list[lis
     from helix_context.models import Gene
 
     ids, texts = function_chunk_texts(roots)
-    digests = [embedding_text(Gene(gene_id=str(i), content=t.split("\n", 1)[-1], content_type="code",
+    digests = [embedding_text(Gene(gene_id=str(i), content=t.split("\n", 1)[-1], content_type="code", project=None,
                                    language="python", source_path=path, start_line=s, end_line=e))
                for i, ((path, s, e), t) in enumerate(zip(ids, texts, strict=True))]
     queries = embedder.embed([q for q, _, _ in QUERIES])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +15,11 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon, symbols_sql
 from helix_context.genome.store import Genome
 from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
+from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights
-from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, definition_gene_scores, definitions,
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
@@ -94,7 +95,8 @@ class Retriever:
             code_rows = symbols_sql.code_rowids(self.genome.conn, {r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, code_weights)
 
-    def _span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene]) -> Any:
+    def _span_cosines(self, vector: np.ndarray | None,
+                      items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
         """The spans of the best genes → their own cosines to the query (None without a vector or a model)."""
         embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
         if embedder is None or vector is None:
@@ -102,7 +104,7 @@ class Retriever:
         top = {it.gene.rowid for it in items[:DENSE_GENES]}
         genes = [it.gene for it in items[:DENSE_GENES]]
 
-        def cosines(spans: dict[int, list[tuple[Any, ...]]]) -> dict[tuple[int, int], float]:
+        def cosines(spans: SpanScores) -> dict[tuple[int, int], float]:
             own = {r: v for r, v in spans.items() if r in top}
             try:
                 return span_similarities(embedder, vector, genes, own, self.settings.embedding, self.span_vectors)
@@ -120,7 +122,7 @@ class Retriever:
             return None
         views = qs.meaning or (qs.text,)
         if len(views) == 1:
-            return embedder.embed_query(views[0])
+            return np.asarray(embedder.embed_query(views[0]), dtype=np.float32)
         summed = np.asarray(embedder.embed(list(views)), dtype=np.float32).sum(axis=0)
         norm = float(np.linalg.norm(summed))
         return summed / norm if norm > 0 else None
@@ -195,7 +197,7 @@ class Retriever:
         stages["fetch"] = time.perf_counter() - t
 
         candidates = len(fused)
-        located: tuple = ()
+        located: tuple[Pointer, ...] = ()
         mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()

@@ -81,11 +81,11 @@ def model_key(embedder: Any) -> str:
 
 
 def span_similarities(embedder: SpanEmbedder, vector: np.ndarray, genes: Sequence[Gene],
-                      spans: Mapping[int, Sequence[tuple[Any, int, int]]], cfg: EmbeddingSettings,
+                      spans: Mapping[int, Sequence[tuple[Any, ...]]], cfg: EmbeddingSettings,
                       memory: SpanVectors | None = None) -> dict[SpanKey, float]:
     """(gene rowid, first line) → cosine of that span to the query, for genes holding two spans or more.
 
-    `spans`: gene rowid → its spans as (symbol or None, first, last), as locate cuts them.
+    `spans`: gene rowid → its spans as (symbol or None, first, last, ...), as locate cuts them.
     A gene with one span is scored by its own vector already (the dense scorer).
     """
     memory = memory if memory is not None else SpanVectors()

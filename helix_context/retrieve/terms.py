@@ -58,7 +58,7 @@ def stem_words(words: list[str]) -> list[str]:
         import Stemmer
 
         stem = _LOCAL.stem = Stemmer.Stemmer("porter").stemWords
-    return stem(words)
+    return list(stem(words))
 
 
 def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
