@@ -199,9 +199,16 @@ def span_scores(genome: Genome, genes: Sequence[Gene], terms: WeighedTerms) -> S
 
 def _span_cosines(own: Sequence[tuple[ScoredGene, tuple[Any, ...]]], gene_dense: Mapping[int, float],
                   span_dense: Mapping[tuple[int, int], float]) -> list[float | None]:
-    """Each span's cosine to the query: its own where it was embedded alone, else its gene's."""
+    """Each code span's cosine to the query: its own where it was embedded alone, else its gene's.
+
+    Prose, config and logs get none: their gene's dense evidence is already in the gene's fused
+    score with the weights chosen on prose (SciFact), and one span per gene has nothing to tell apart.
+    """
     out: list[float | None] = []
     for sg, span in own:
+        if sg.gene.content_type != "code":
+            out.append(None)
+            continue
         rowid = sg.gene.rowid or -1
         cos = span_dense.get((rowid, span[1]))
         out.append(cos if cos is not None else gene_dense.get(rowid))
