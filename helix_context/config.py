@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helix_context.errors import ConfigError
+
 DEFAULT_PORT = 11437
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, has the wrong type, or the file cannot be parsed."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +88,7 @@ class EmbeddingSettings:
     max_tokens: int = 128  # prose, config and logs: each gene is embedded from its first N word pieces
     code_max_tokens: int = 32  # code: N word pieces of a digest (names, comments, then code); see embed_text.py
     model_dir: str = ""  # empty: HELIX_HOME/models
+    model: str = "minilm"  # minilm | code-minilm (ingest/embed_models.py); a change re-embeds in the background
 
 
 @dataclass(frozen=True)
@@ -264,6 +263,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "upstream_kind"): ("auto", "ollama", "openai"),
     ("watchers", "pressure_action"): ("notify", "pause_ribosome", "unload_ribosome"),
     ("telemetry", "protocol"): ("http", "grpc"),
+    ("embedding", "model"): ("minilm", "code-minilm"),
 }
 
 _SECTIONS: dict[str, type] = {
@@ -358,7 +358,7 @@ class Settings:
         changes: dict[str, Any] = {}
         for name, value in sections.items():
             current = getattr(self, name)
-            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            if isinstance(value, dict) and dataclasses.is_dataclass(current) and not isinstance(current, type):
                 changes[name] = dataclasses.replace(current, **value)
             else:
                 changes[name] = value

@@ -355,4 +355,4 @@ def test_the_export_knows_every_column_of_the_store(tmp_path: Path) -> None:
     files = [r[1] for r in g.conn.execute("PRAGMA table_info(files)")]
     assert sorted(genes) == sorted(portable_sql.GENE_FIELDS)
     assert sorted(files) == sorted(portable_sql.FILE_FIELDS)
-    assert sorted(portable._GENE_TYPES) == sorted(set(portable_sql.GENE_FIELDS) - {"tags", "facts", "embedding"})
+    assert sorted(portable._GENE_TYPES) == sorted(set(portable_sql.GENE_FIELDS) - {"tags", "facts", "embedding", "vector_model"})

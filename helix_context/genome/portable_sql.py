@@ -29,14 +29,22 @@ GENE_FIELDS = (
     "gene_id", "content", "content_type", "language", "source_path", "project", "start_line", "end_line", "symbol",
     "tags", "facts", "source_kind", "volatility_class", "authority_class", "observed_at", "last_verified_at",
     "source_mtime", "source_hash", "org", "device", "user", "agent", "tier", "access_count", "last_access_at",
-    "retired_at", "source_changed", "embedding",
+    "retired_at", "source_changed", "embedding", "vector_model",
 )
 FILE_FIELDS = ("path", "project", "size", "mtime_ns", "content_hash", "genes", "ingested_at")
 
-_SELECT_GENES = "SELECT id, " + ", ".join(GENE_FIELDS) + " FROM genes WHERE id > ? ORDER BY id LIMIT ?"
-# an incoming gene without a vector keeps the stored one (a vector is never lost by an import)
-_UPDATE_SET = ", ".join("embedding = COALESCE(?, embedding)" if c == "embedding" else f"{c} = ?"
-                        for c in GENE_FIELDS if c != "gene_id")
+# the vector's model travels by name (ids are per genome); a name the importing genome does not
+# know becomes NULL: such a vector counts as stale and is re-embedded, never searched
+_MODEL_NAME = "(SELECT name FROM vector_models WHERE id = genes.vector_model)"
+_MODEL_ID = "(SELECT id FROM vector_models WHERE name = ?)"
+_SELECT_GENES = ("SELECT id, " + ", ".join(_MODEL_NAME if c == "vector_model" else c for c in GENE_FIELDS)
+                 + " FROM genes WHERE id > ? ORDER BY id LIMIT ?")
+_INSERT_MARKS = ",".join(_MODEL_ID if c == "vector_model" else "?" for c in GENE_FIELDS)
+# an incoming gene without a vector keeps the stored one and its model (a vector is never lost by an import)
+_UPDATE_FIELDS = [c for c in GENE_FIELDS if c != "gene_id"]
+_UPDATE_SET = ", ".join(f"vector_model = {_MODEL_ID}" if c == "vector_model" else f"{c} = ?" for c in _UPDATE_FIELDS)
+_UPDATE_FIELDS_NO_VECTOR = [c for c in _UPDATE_FIELDS if c not in ("embedding", "vector_model")]
+_UPDATE_SET_NO_VECTOR = ", ".join(f"{c} = ?" for c in _UPDATE_FIELDS_NO_VECTOR)
 
 
 @contextmanager
@@ -50,7 +58,7 @@ def snapshot(genome: Genome) -> Iterator[sqlite3.Connection]:
         conn.execute("COMMIT")
 
 
-def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[list]]]:
+def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[list[Any]]]]:
     """(gene row as a dict of GENE_FIELDS, [[path, start_line, end_line], ...]) for every gene, retired ones too."""
     last = 0
     while True:
@@ -59,7 +67,7 @@ def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple
             return
         ids = [r[0] for r in rows]
         marks = ",".join("?" * len(ids))
-        sources: dict[int, list[list]] = {}
+        sources: dict[int, list[list[Any]]] = {}
         for gene, path, start, end in conn.execute(
                 f"SELECT gene, path, start_line, end_line FROM gene_sources WHERE gene IN ({marks}) "
                 "ORDER BY gene, path, start_line", ids):
@@ -121,8 +129,7 @@ def _values(row: dict[str, Any], fields: Sequence[str] = GENE_FIELDS) -> list[An
 
 def insert_gene(tx: Any, row: dict[str, Any]) -> int:
     """A new gene row (content as text; tags '\\n'-joined, facts JSON), indexed unless retired."""
-    marks = ",".join("?" * len(GENE_FIELDS))
-    cur = tx.execute(f"INSERT INTO genes({', '.join(GENE_FIELDS)}) VALUES ({marks})", _values(row))
+    cur = tx.execute(f"INSERT INTO genes({', '.join(GENE_FIELDS)}) VALUES ({_INSERT_MARKS})", _values(row))
     rowid = int(cur.lastrowid)
     if row["retired_at"] is None:
         tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)", (rowid, *fts_values(row)))
@@ -135,8 +142,12 @@ def overwrite_gene(tx: Any, rowid: int, row: dict[str, Any]) -> None:
     if old is not None and old[3] is None:  # only live genes are in the index
         tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
                    (rowid, *Genome.fts_values(old[0], old[1], old[2])))
-    values = _values(row, [c for c in GENE_FIELDS if c != "gene_id"])
-    tx.execute(f"UPDATE genes SET {_UPDATE_SET} WHERE id = ?", (*values, rowid))
+    if row["embedding"] is None:
+        values = _values(row, _UPDATE_FIELDS_NO_VECTOR)
+        tx.execute(f"UPDATE genes SET {_UPDATE_SET_NO_VECTOR} WHERE id = ?", (*values, rowid))
+    else:
+        values = _values(row, _UPDATE_FIELDS)
+        tx.execute(f"UPDATE genes SET {_UPDATE_SET} WHERE id = ?", (*values, rowid))
     if row["retired_at"] is None:
         tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES (?, ?, ?, ?)", (rowid, *fts_values(row)))
 

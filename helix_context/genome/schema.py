@@ -185,5 +185,24 @@ CREATE TRIGGER genes_vector_delete AFTER DELETE ON genes WHEN OLD.embedding IS N
 BEGIN INSERT INTO vector_changes(gene) VALUES (OLD.id); END;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG)
+# vector_model: which embedding model made each stored vector (ids in vector_models), so a search
+# never compares vectors of two models and a model change re-embeds only what is stale
+# (genome/vectors.py). Vectors stored before this version were all made by plain MiniLM.
+V6_VECTOR_MODEL = """
+CREATE TABLE vector_models (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+INSERT INTO vector_models(id, name) VALUES (1, 'all-MiniLM-L6-v2-int8');
+ALTER TABLE genes ADD COLUMN vector_model INTEGER;
+UPDATE genes SET vector_model = 1 WHERE embedding IS NOT NULL;
+INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_model', 'all-MiniLM-L6-v2-int8');
+DROP TRIGGER genes_vector_update;
+CREATE TRIGGER genes_vector_update AFTER UPDATE OF embedding, vector_model, retired_at ON genes
+WHEN NEW.embedding IS NOT OLD.embedding OR NEW.vector_model IS NOT OLD.vector_model
+  OR (NEW.retired_at IS NULL) != (OLD.retired_at IS NULL)
+BEGIN INSERT INTO vector_changes(gene) VALUES (NEW.id); END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,9 +16,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
@@ -28,6 +30,7 @@ from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
+from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.models import Gene, Provenance
 
@@ -36,14 +39,6 @@ MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each conne
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
            "decode_vector", "encode_vector"]
-
-
-class GenomeError(RuntimeError):
-    """The genome cannot be opened or written; the message says what to do."""
-
-
-class GenomeVersionError(GenomeError):
-    """Written by a newer Helix: refused, never modified."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +50,12 @@ class FileRecord:
     content_hash: str
     genes: int = 0
     ingested_at: float = 0.0
+
+    def stat_matches(self, size: int, mtime_ns: int) -> bool:
+        """"Has this file changed?" without reading it: the size and modification time recorded at
+        ingest are the file's now. The one place ingest, `compact` and the watcher's recheck ask it;
+        a mismatch means "read it and compare content_hash", not necessarily "changed"."""
+        return self.size == size and self.mtime_ns == mtime_ns
 
 
 @dataclass
@@ -69,7 +70,7 @@ class WriteResult:
 class SourceWrite:
     """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
-    record: "FileRecord | None"
+    record: FileRecord | None
     path: str | None
     genes: Sequence[tuple[Gene, np.ndarray | None]]
     forms: Mapping[str, StoredForm] = field(default_factory=dict)
@@ -82,7 +83,7 @@ _GENE_COLUMNS = (
 )
 
 
-def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
+def _row_to_gene(row: sqlite3.Row | tuple[Any, ...]) -> Gene:
     (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
      tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
      source_hash, org, device, user, agent, tier, access_count) = row
@@ -117,7 +118,7 @@ def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
     )
 
 
-class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
+class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
@@ -141,7 +142,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         self._live_count: tuple[int, int] | None = None  # (generation, live genes)
         self._vectors_lock = threading.Lock()
         self._migrated = False
+        self._vector_model: tuple[str, int] = (DEFAULT_VECTOR_MODEL, 1)
         self._open_and_migrate()
+        self._load_vector_model()
         self._migrated = True
 
     # ── connections ──
@@ -248,7 +251,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     # ── transactions ──
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator["_Tx"]:
+    def transaction(self, *, changes_genes: bool = True) -> Iterator[_Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
 
         `changes_genes` bumps the generation, which readers use to rebuild caches
@@ -302,7 +305,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 
     def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
         sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if under:
             sql += " WHERE path >= ? AND path < ?"
             args = (under, under + "\U0010ffff")
@@ -355,7 +358,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 results.append(GenomeError(f"genome {self.path}: {exc}"))
         return results
 
-    def _replace_in(self, tx: "_Tx", write: SourceWrite) -> WriteResult:
+    def _replace_in(self, tx: _Tx, write: SourceWrite) -> WriteResult:
         record, path = write.record, write.path
         result = WriteResult()
         now = time.time()
@@ -369,9 +372,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         # query, new genes' full-text rows go in a few multi-row inserts, sources in one executemany.
         stored = self._stored_genes(tx, [gene.gene_id for gene, _ in write.genes])
         kept: set[int] = set()
-        source_rows: list[tuple] = []
-        symbol_rows: list[tuple] = []
-        fts_rows: list[tuple] = []
+        source_rows: list[tuple[Any, ...]] = []
+        symbol_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[Any, ...]] = []
         for gene, vector in write.genes:
             rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id), stored, fts_rows)
             kept.add(rowid)
@@ -398,7 +401,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         return result
 
     @staticmethod
-    def _stored_genes(tx: "_Tx", gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
+    def _stored_genes(tx: _Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
         """gene_id → (rowid, source_path, retired_at) of those already stored."""
         found: dict[str, tuple[int, str | None, float | None]] = {}
         unique = list(dict.fromkeys(gene_ids))
@@ -409,9 +412,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
-    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
+    def _upsert_gene(self, tx: _Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
                      form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
-                     fts_rows: list[tuple]) -> int:
+                     fts_rows: list[tuple[Any, ...]]) -> int:
         """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
         file's gene ids, kept current here (a chunk repeated within the file finds its first copy)."""
         row = stored.get(gene.gene_id)
@@ -438,31 +441,34 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 if source_path != gene.source_path:
                     self._set_source_path(tx, rowid, gene.source_path)
                 stored[gene.gene_id] = (rowid, gene.source_path, None)
-            if vector is not None:
-                tx.execute("UPDATE genes SET embedding = ? WHERE id = ? AND embedding IS NULL", (encode_vector(vector), rowid))
+            if vector is not None:  # stored without a vector, or with another model's
+                model = self.vector_model_id
+                tx.execute("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ? "
+                           "AND (embedding IS NULL OR vector_model IS NOT ?)", (encode_vector(vector), model, rowid, model))
             return rowid
         tags = "\n".join(gene.tags)
         form = form or stored_form(gene.content)
         cur = tx.execute(
             "INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, "
             "symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
-            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding, vector_model) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
                 gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
                 prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
                 prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
                 gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
+                self.vector_model_id if vector is not None else None,
             ),
         )
-        rowid = int(cur.lastrowid)
+        rowid = int(cur.lastrowid or 0)  # an INSERT always sets it
         stored[gene.gene_id] = (rowid, gene.source_path, None)
         fts_rows.append((rowid, *self.fts_values(gene.content, tags, gene.source_path, form.fts_body)))
         result.added += 1
         return rowid
 
-    def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
+    def _set_source_path(self, tx: _Tx, rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source
         self._fts_delete(tx, rowid)
         tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
@@ -470,7 +476,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         if row[2] is None:
             self._fts_insert(tx, rowid, row[0], row[1], new_path)
 
-    def _drop_if_orphan(self, tx: "_Tx", rowid: int, lost_path: str | None) -> bool:
+    def _drop_if_orphan(self, tx: _Tx, rowid: int, lost_path: str | None) -> bool:
         other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
         if other is None:
             self._fts_delete(tx, rowid)
@@ -546,7 +552,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
-        row = self.conn.execute("SELECT embedding FROM genes WHERE id = ?", (rowid,)).fetchone()
+        row = self.conn.execute("SELECT embedding FROM genes WHERE id = ? AND vector_model = ?",
+                                (rowid, self.vector_model_id)).fetchone()
         return decode_vector(row[0]) if row and row[0] else None
 
     def vector_index(self) -> VectorIndex:
@@ -554,7 +561,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         if self._vectors is None:
             with self._vectors_lock:
                 if self._vectors is None:
-                    self._vectors = VectorIndex(self.path, lambda: self.conn, None if self.readonly else self._trim_vector_log)
+                    self._vectors = VectorIndex(self.path, lambda: self.conn,
+                                                None if self.readonly else self._trim_vector_log,
+                                                model=self.vector_model_id)
         return self._vectors
 
     def _trim_vector_log(self, upto: int) -> None:
@@ -562,25 +571,29 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             vector_sql.trim_changes(tx.conn, upto)
 
     def embedded_gene_ids(self, gene_ids: Sequence[str]) -> set[str]:
-        """Which of these genes are already stored with a vector (so ingest need not embed them again)."""
+        """Which of these genes are already stored with a vector of the active model (ingest need not embed them)."""
         found: set[str] = set()
         ids = list(dict.fromkeys(gene_ids))
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
             marks = ",".join("?" * len(batch))
             found.update(r[0] for r in self.conn.execute(
-                f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL", batch))
+                f"SELECT gene_id FROM genes WHERE gene_id IN ({marks}) AND embedding IS NOT NULL "
+                "AND vector_model = ?", [*batch, self.vector_model_id]))
         return found
 
     def genes_missing_embeddings(self, limit: int = 1000) -> list[Gene]:
         rowids = [r[0] for r in self.conn.execute(
-            "SELECT id FROM genes WHERE embedding IS NULL AND retired_at IS NULL LIMIT ?", (limit,))]
+            "SELECT id FROM genes WHERE (embedding IS NULL OR vector_model IS NOT ?) AND retired_at IS NULL LIMIT ?",
+            (self.vector_model_id, limit))]
         found = self.genes_by_rowid(rowids)
         return [found[r] for r in rowids if r in found]
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:
-            tx.executemany("UPDATE genes SET embedding = ? WHERE id = ?", [(encode_vector(v), r) for r, v in items])
+            model = self.vector_model_id
+            tx.executemany("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ?",
+                           [(encode_vector(v), model, r) for r, v in items])
 
     def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
         with self.transaction() as tx:
@@ -591,10 +604,10 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 class _Tx:
     conn: sqlite3.Connection
 
-    def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, args)
 
-    def executemany(self, sql: str, rows: Iterable) -> sqlite3.Cursor:
+    def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:
         return self.conn.executemany(sql, rows)
 
     def executescript_in_tx(self, script: str) -> None:

@@ -8,6 +8,11 @@ replays only what came after. The log is state-based (it names genes, not operat
 so replaying an entry twice is harmless. Retention: entries at or below the sequence
 of the index file on disk are deleted when that file is saved, and the whole log is
 cleared when no index file exists (the next index is built from the genes table).
+
+Which model: each vector carries the id (table vector_models, schema V6) of the
+embedding model that made it. Every read here takes the active model's id and
+returns only its vectors, so vectors of two models are never compared; after a
+model change the others count as stale until they are re-embedded.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ def encode_vector(vec: np.ndarray) -> bytes:
     peak = float(np.max(np.abs(vec))) if vec.size else 0.0
     scale = peak / 127.0 if peak > 0 else 1.0
     quantised = np.clip(np.rint(vec / scale), -127, 127).astype(np.int8)
-    return struct.pack("<f", scale) + quantised.tobytes()
+    return bytes(struct.pack("<f", scale) + quantised.tobytes())
 
 
 def decode_vector(blob: bytes) -> np.ndarray:
-    scale = struct.unpack_from("<f", blob)[0]
-    return np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
+    scale = float(struct.unpack_from("<f", blob)[0])
+    decoded: np.ndarray = np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
+    return decoded
 
 
 def int8_rows(blobs: Sequence[bytes]) -> np.ndarray:
@@ -49,21 +55,64 @@ def int8_rows(blobs: Sequence[bytes]) -> np.ndarray:
     return raw[:, 4:].view(np.int8)
 
 
-def iter_live_vectors(conn: sqlite3.Connection, batch: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(rowids, int8 matrix) of every live gene with a vector, `batch` rows at a time (bounded memory)."""
+def model_id(conn: sqlite3.Connection, name: str) -> int:
+    """The id of the embedding model `name`, added on first use (in the caller's transaction)."""
+    row = conn.execute("SELECT id FROM vector_models WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    return int(conn.execute("INSERT INTO vector_models(name) VALUES (?)", (name,)).lastrowid or 0)
+
+
+def known_model_id(conn: sqlite3.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT id FROM vector_models WHERE name = ?", (name,)).fetchone()
+    return int(row[0]) if row is not None else None
+
+
+def recorded_model(conn: sqlite3.Connection) -> str | None:
+    """The model named active by the last process that chose one (meta 'vector_model')."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'vector_model'").fetchone()
+    return str(row[0]) if row is not None else None
+
+
+def record_model(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_model', ?)", (name,))
+
+
+def drop_unused_models(conn: sqlite3.Connection, keep: int) -> int:
+    """Retention: forget model ids no stored vector uses any more (the active one stays)."""
+    return conn.execute("DELETE FROM vector_models WHERE id != ? AND id NOT IN "
+                        "(SELECT DISTINCT vector_model FROM genes WHERE vector_model IS NOT NULL)", (keep,)).rowcount
+
+
+def stale_vector_count(conn: sqlite3.Connection, model: int) -> int:
+    """Live genes whose vector another model made (to be re-embedded)."""
+    return int(conn.execute(
+        "SELECT COUNT(*) FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL "
+        "AND vector_model IS NOT ?", (model,)).fetchone()[0])
+
+
+def stale_vector_rowids(conn: sqlite3.Connection, model: int, limit: int) -> list[int]:
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL AND vector_model IS NOT ? "
+        "ORDER BY id LIMIT ?", (model, limit))]
+
+
+def iter_live_vectors(conn: sqlite3.Connection, model: int,
+                      batch: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(rowids, int8 matrix) of every live gene with a vector of `model`, `batch` rows at a time."""
     last = 0
     while True:
         rows = conn.execute(
             "SELECT id, embedding FROM genes WHERE id > ? AND retired_at IS NULL AND embedding IS NOT NULL "
-            "ORDER BY id LIMIT ?", (last, batch)).fetchall()
+            "AND vector_model = ? ORDER BY id LIMIT ?", (last, model, batch)).fetchall()
         if not rows:
             return
         last = rows[-1][0]
         yield np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), int8_rows([r[1] for r in rows])
 
 
-def live_vectors_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The subset of `rowids` that is live with a vector, and those vectors (int8)."""
+def live_vectors_of(conn: sqlite3.Connection, rowids: Sequence[int], model: int) -> tuple[np.ndarray, np.ndarray]:
+    """The subset of `rowids` that is live with a vector of `model`, and those vectors (int8)."""
     ids: list[int] = []
     blobs: list[bytes] = []
     for start in range(0, len(rowids), _CHUNK):
@@ -71,15 +120,16 @@ def live_vectors_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> tuple[np
         marks = ",".join("?" * len(part))
         for rowid, blob in conn.execute(
                 f"SELECT id, embedding FROM genes WHERE id IN ({marks}) AND retired_at IS NULL "
-                "AND embedding IS NOT NULL", part):
+                "AND embedding IS NOT NULL AND vector_model = ?", [*part, model]):
             ids.append(rowid)
             blobs.append(blob)
     return np.asarray(ids, dtype=np.int64), int8_rows(blobs)
 
 
-def live_vector_count(conn: sqlite3.Connection) -> int:
+def live_vector_count(conn: sqlite3.Connection, model: int) -> int:
     return int(conn.execute(
-        "SELECT COUNT(*) FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL").fetchone()[0])
+        "SELECT COUNT(*) FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL AND vector_model = ?",
+        (model,)).fetchone()[0])
 
 
 def last_change(conn: sqlite3.Connection) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -56,8 +56,24 @@ class Evidence:
     kind: QueryKind = QueryKind()  # how lexical the query is here (retrieve/question.py)
 
 
+class QueryEmbedder(Protocol):
+    """The two calls retrieval makes on an embedder (ingest.embed.Embedder); `max_tokens` for symbol spans."""
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def embed(self, texts: Sequence[str], max_tokens: int | Sequence[int] | None = None) -> np.ndarray: ...
+
+
+class EmbedderSource(Protocol):
+    """Where the query's embedder comes from: None while embeddings are off or unavailable.
+
+    A source rather than an embedder, so the model loads on the first query that needs it."""
+
+    def get(self) -> QueryEmbedder | None: ...
+
+
 class Retriever:
-    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: Any = None) -> None:
+    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: EmbedderSource | None = None) -> None:
         self.genome = genome
         self.settings = settings
         self.embedder_part = embedder_part

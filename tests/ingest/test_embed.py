@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helix_context.ingest import embed
+from helix_context.ingest import embed, model_cache
 from helix_context.ingest.embed import Embedder, EmbedderUnavailable
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
@@ -97,7 +97,7 @@ def test_empty_input_and_empty_strings(int8: Embedder) -> None:
 
 def test_a_bare_string_is_refused(int8: Embedder) -> None:
     with pytest.raises(TypeError):
-        int8.embed("one string, not a list")  # type: ignore[arg-type]
+        int8.embed("one string, not a list")  # type: ignore[arg-type]  # the wrong type is the input under test
 
 
 def test_paraphrase_scores_closer_than_unrelated_text(int8: Embedder) -> None:
@@ -216,7 +216,7 @@ def test_second_load_reuses_cache(models_dir: Path, monkeypatch: pytest.MonkeyPa
     def no_build(*args, **kwargs):
         raise AssertionError("the cached model should have been reused")
 
-    monkeypatch.setattr(embed, "build_int8_model", no_build)
+    monkeypatch.setattr(model_cache, "build_int8_model", no_build)
     emb = Embedder.load(models_dir, max_tokens=64)
     assert emb.embed(["still works"]).shape == (1, 384)
     assert onnx_file.stat().st_mtime_ns == before
@@ -235,13 +235,13 @@ def test_rebuilds_when_sidecar_hash_mismatches(models_dir: Path, tmp_path: Path,
     os.utime(onnx_file, ns=(1_000_000_000, 1_000_000_000))  # 1970: easy to see a rewrite
 
     builds = []
-    real_build = embed.build_int8_model
+    real_build = model_cache.build_int8_model
 
     def counting_build(*args, **kwargs):
         builds.append(args)
         return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(embed, "build_int8_model", counting_build)
+    monkeypatch.setattr(model_cache, "build_int8_model", counting_build)
     emb = Embedder.load(stale_dir)
     assert len(builds) == 1
     assert onnx_file.stat().st_mtime_ns > 1_000_000_000
