@@ -169,3 +169,24 @@ def test_query_kind_of_plain_text_without_genome_words_is_zero() -> None:
     assert QueryKind().lexicality == 0.0
     assert QueryKind(frames=True).lexicality == 1.0
     assert 0.0 < QueryKind(identifier_share=0.3).lexicality < QueryKind(identifier_share=0.3, paths=True).lexicality
+
+
+def test_span_vectors_keep_a_bounded_memory_per_model(dense: HelixContextManager, tmp_path: Path) -> None:
+    """Span vectors are remembered for the next question, least recently used out first, never across models."""
+    from helix_context.retrieve.span_dense import SpanVectors
+
+    (tmp_path / "housekeeping.py").write_text(HOUSEKEEPING)
+    dense.ingest_path(tmp_path)
+    memory = dense.retriever.span_vectors
+    dense.fingerprint(QUESTION, max_results=3)
+    remembered = len(memory)
+    assert remembered >= 3  # the three functions of the packed gene
+    dense.fingerprint(QUESTION, max_results=3)
+    assert len(memory) == remembered  # the same spans are not embedded again
+
+    small = SpanVectors(capacity=2)
+    vec = dense.embedder.embed(["a"])[0]
+    for i in range(3):
+        small.put(("model-a", "gene", i, i), vec)
+    assert len(small) == 2 and small.get(("model-a", "gene", 0, 0)) is None
+    assert small.get(("model-b", "gene", 2, 2)) is None and small.get(("model-a", "gene", 2, 2)) is not None
