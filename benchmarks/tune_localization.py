@@ -14,8 +14,11 @@ same folder), the same with each code signal switched off (what each adds), and 
 coordinate ascent from the shipped weights (each weight over a small range in turn,
 best kept; the objective lifts the weakest ratio to its baseline first).
 `collect-stdlib` records the 66 plain-language questions of bench_code_retrieval.py
-the same way, so a weighting is chosen on two kinds of question (whole issues and
-"which function does X"), scored there by strict MRR@10.
+the same way (with every candidate span's own cosine, retrieve/span_dense.py), so a
+weighting is chosen on two kinds of question (whole issues and "which function does
+X"), scored there by strict MRR@10. Records keep the query signals and weighed words,
+so the question-aware weighting (retrieve/question.py) is replayed per record; `tune`
+also prints the dense-only and lexical-only rankings and each profile applied to all.
 
 Why records: one ingest of a sympy tree costs a minute on two cores; one ranking
 costs milliseconds, so a grid of weightings is cheap once the evidence is kept.
