@@ -10,7 +10,9 @@ changed. Printed per system:
 
 * file Hit@1/5/10 and file MRR@10 — the gold file among the first k distinct files;
 * function Hit@1/5/10 — one of the first k returned spans holds a gold line;
-* the median length of the returned spans, and query p50 / p95 for Helix.
+* the median length of the returned spans, and query p50 / p95 for Helix;
+* the same for Helix with the dense signal only and with the lexical signals only
+  (its single signals over the same genome, in the same run).
 
 Baselines, built over the same tree in the same run: bm25s (English stemmer and
 stop words, identifiers split into their parts in text and query) over whole
@@ -168,7 +170,7 @@ class Tokens:
         if missing:
             found = bm25s.tokenize([split_text(t) for t in missing], stopwords="en", stemmer=self.stemmer,
                                    return_ids=False, show_progress=False)
-            self.tokens.update(zip(missing, found))
+            self.tokens.update(zip(missing, found, strict=True))
         self.used.update(texts)
         return [self.tokens[t] for t in texts]
 
@@ -264,6 +266,39 @@ def helix_answer(helix, query: str, root: Path) -> tuple[list[str], list[tuple[s
             [(rel(s["source_id"]), s["start_line"], s["end_line"]) for s in spans], seconds)
 
 
+SINGLE_SIGNALS = ("helix_dense_only", "helix_lexical_only")
+
+
+def single_signal_retrievers(helix) -> dict:
+    """Helix with the dense signal only and with the lexical signals only, over the same genome."""
+    from helix_context.retrieve.retriever import Retriever
+
+    settings = helix.settings
+    lexical = {f"{p}{n}": 0.0 for p in ("weight_", "code_weight_") for n in ("fts", "tags", "path", "path_terms",
+                                                                                  "coactivation", "definition")}
+    variants = {"helix_dense_only": settings.replace(retrieval={**lexical, "locate_symbol": 0.0, "locate_definition": 0.0,
+                                                                "locate_name": 0.0,
+                                                                "locate_dense": settings.retrieval.locate_dense or 1.0}),
+                "helix_lexical_only": settings.replace(retrieval={"weight_dense": 0.0, "code_weight_dense": 0.0,
+                                                                  "locate_dense": 0.0})}
+    return {k: Retriever(helix.genome, v, embedder_part=helix.embedder_part) for k, v in variants.items()}
+
+
+def retriever_answer(retriever, query: str, root: Path) -> tuple[list[str], list[tuple[str, int, int]]]:
+    """What `fingerprint` answers (spans, and files ranked from them), from one retriever."""
+    from helix_context.retrieve.locate import rank_files
+
+    def rel(p: str | None) -> str:
+        try:
+            return Path(p or "").resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            return p or ""
+
+    found = retriever.retrieve(query, max_genes=10, gate=False, pointers=True)
+    files = rank_files(found.pointers, mass=found.file_mass, mass_weight=retriever.locate_weights.mass)
+    return [rel(h.path) for h in files[:10]], [(rel(p.path), p.start_line, p.end_line) for p in found.pointers[:10]]
+
+
 def mean(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.fmean(r[k] for r in rows), 3) for k in rows[0]} if rows else {}
 
@@ -297,7 +332,9 @@ def main() -> int:
     cache_file = work / "baselines.json"
     cached: dict[str, dict] = json.loads(cache_file.read_text()) if args.keep and cache_file.exists() else {}
     tokens = Tokens()
-    per: dict[str, list[dict[str, float]]] = {"helix": [], "bm25_files": [], "bm25_funcs": []}
+    per: dict[str, list[dict[str, float]]] = {"helix": [], "bm25_files": [], "bm25_funcs": [],
+                                              **{k: [] for k in SINGLE_SIGNALS}}
+    singles = {} if args.no_embed else single_signal_retrievers(helix)
     latencies: list[float] = []
     span_lines: dict[str, list[int]] = {"helix": [], "bm25_funcs": []}
     ingest_s = 0.0
@@ -316,6 +353,9 @@ def main() -> int:
         h = {**file_metrics(files, gold_files), **span_metrics(spans, gold)}
         per["helix"].append(h)
         span_lines["helix"].extend(e - s + 1 for _, s, e in spans)
+        for key, retriever in singles.items():
+            sf, ss = retriever_answer(retriever, query, tree)
+            per[key].append({**file_metrics(sf, gold_files), **span_metrics(ss, gold)})
 
         if row["instance_id"] not in cached:
             cached[row["instance_id"]] = baseline_row(tree, row, tokens)
@@ -332,7 +372,7 @@ def main() -> int:
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
-    results = {name: mean(rows_) for name, rows_ in per.items()}
+    results = {name: mean(rows_) for name, rows_ in per.items() if rows_}
     results["instances"] = len(rows)
     results["helix_query_ms"] = {"p50": round(statistics.median(latencies) * 1000, 1),
                                  "p95": round(sorted(latencies)[int(0.95 * (len(latencies) - 1))] * 1000, 1)}
@@ -345,8 +385,11 @@ def main() -> int:
     print(f"\n{len(rows)} instances; Helix ingest {ingest_s:.1f} s in all; Helix query (spans + files) "
           f"p50 {results['helix_query_ms']['p50']} ms, p95 {results['helix_query_ms']['p95']} ms")
     print(f"{'system':<26}" + "".join(f"{c:>12}" for c in cols) + f"{'span lines':>12}")
-    labels = {"helix": "Helix", "bm25_files": "bm25s whole files", "bm25_funcs": "bm25s function chunks"}
+    labels = {"helix": "Helix", "helix_dense_only": "Helix, dense only", "helix_lexical_only": "Helix, lexical only",
+              "bm25_files": "bm25s whole files", "bm25_funcs": "bm25s function chunks"}
     for key, label in labels.items():
+        if key not in results:
+            continue
         r = results[key]
         med = results["median_span_lines"].get(key, "-")
         print(f"{label:<26}" + "".join(f"{r[c]:>12.3f}" for c in cols) + f"{med!s:>12}")
@@ -355,6 +398,10 @@ def main() -> int:
 
     print(f"\nratio Helix / best BM25: file Hit@5 {ratio(results['helix']['file_hit@5'], best_file)} (target 1.3x), "
           f"function Hit@10 {ratio(results['helix']['func_hit@10'], best_func)} (target 1.3x)")
+    if singles:
+        for metric in ("file_hit@5", "func_hit@10"):
+            single = max(results[k][metric] for k in SINGLE_SIGNALS)
+            print(f"ratio Helix / best single signal, {metric}: {ratio(results['helix'][metric], single)} (target >= 1.0x)")
     write_results(args.json, results)
     return 0
 

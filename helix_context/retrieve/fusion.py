@@ -78,3 +78,25 @@ def fuse_rrf(per_signal: Mapping[str, Scores], weights: Mapping[str, float],
 
 
 FUSERS = {"weighted": fuse_weighted, "rrf": fuse_rrf}
+
+DENSE_SIGNALS = frozenset({"dense"})
+UNBLENDED = frozenset({"coactivation"})  # learnt from use, neither lexical nor dense evidence about the text
+
+
+def blend_weights(weights: Mapping[str, float], lexicality: float, question_dense: float,
+                  question_lexical: float) -> dict[str, float]:
+    """The weights for one query: as configured at lexicality 1, scaled for a plain-words question at 0.
+
+    Linear in between (retrieve/question.py says what lexicality is): a smooth blend, so a
+    query halfway between the two kinds gets weights halfway between, and one misread
+    feature cannot flip the ranking.
+    """
+    s = min(1.0, max(0.0, lexicality))
+    out: dict[str, float] = {}
+    for name, w in weights.items():
+        if name in UNBLENDED:
+            out[name] = w
+            continue
+        factor = question_dense if name in DENSE_SIGNALS else question_lexical
+        out[name] = w * (factor + (1.0 - factor) * s)
+    return out

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from helix_context.genome import symbols_sql
@@ -25,6 +25,7 @@ from helix_context.genome.fts_text import split_identifier
 from helix_context.genome.store import Genome
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
+from helix_context.retrieve.fusion import DENSE_FLOOR
 from helix_context.retrieve.terms import WeighedTerms, stem_words
 
 MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing
@@ -42,6 +43,14 @@ class LocateWeights:
     name: float = 0.0  # the query's words are the words of the symbol's name (normalised to the best name)
     tests: float = 1.0  # a span in a test file counts this much when the query does not ask about tests
     mass: float = 0.0  # files: weight of a file's share of the wider ranking next to its best pointers
+    dense: float = 0.0  # the span's own cosine to the query (its gene's, when the gene holds one span)
+
+    def blended(self, lexicality: float, question_dense: float, question_lexical: float) -> LocateWeights:
+        """These weights for one query: the span's lexical and dense evidence weighed as fusion weighs genes."""
+        s = min(1.0, max(0.0, lexicality))
+        return replace(self, symbol=self.symbol * (question_lexical + (1.0 - question_lexical) * s),
+                       definition=self.definition * (question_lexical + (1.0 - question_lexical) * s),
+                       dense=self.dense * (question_dense + (1.0 - question_dense) * s))
 
 
 TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "conftest"})
@@ -188,20 +197,59 @@ def span_scores(genome: Genome, genes: Sequence[Gene], terms: WeighedTerms) -> S
     return out
 
 
+def _span_cosines(own: Sequence[tuple[ScoredGene, tuple[Any, ...]]], gene_dense: Mapping[int, float],
+                  span_dense: Mapping[tuple[int, int], float]) -> list[float | None]:
+    """Each code span's cosine to the query: its own where it was embedded alone, else its gene's.
+
+    Prose, config and logs get none: their gene's dense evidence is already in the gene's fused
+    score with the weights chosen on prose (SciFact), and one span per gene has nothing to tell apart.
+    """
+    out: list[float | None] = []
+    for sg, span in own:
+        if sg.gene.content_type != "code":
+            out.append(None)
+            continue
+        rowid = sg.gene.rowid or -1
+        cos = span_dense.get((rowid, span[1]))
+        out.append(cos if cos is not None else gene_dense.get(rowid))
+    return out
+
+
+def _dense_norm(cosines: Sequence[float | None]) -> list[float]:
+    """Cosines on fusion's dense scale: 0 at the floor, 1 at the best, damped when even the best is weak."""
+    top = max((c for c in cosines if c is not None), default=0.0)
+    if top <= DENSE_FLOOR:
+        return [0.0] * len(cosines)
+    span = max(top - DENSE_FLOOR, 1e-6)
+    damp = min(1.0, top / 0.5)
+    return [max(0.0, (c - DENSE_FLOOR) / span) * damp if c is not None else 0.0 for c in cosines]
+
+
 def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[int, tuple[SymbolRow, float]],
-                   weights: LocateWeights = LocateWeights(), *, tests_wanted: bool = False) -> list[Pointer]:
-    """Pointers for the ranked genes from their span scores, best first."""
+                   weights: LocateWeights = LocateWeights(), *, tests_wanted: bool = False,
+                   gene_dense: Mapping[int, float] | None = None,
+                   span_dense: Mapping[tuple[int, int], float] | None = None) -> list[Pointer]:
+    """Pointers for the ranked genes from their span scores, best first.
+
+    `gene_dense`: gene rowid → the dense scorer's cosine; `span_dense`: (gene rowid, first line) →
+    the cosine of a span embedded alone (span_dense.py). With `weights.dense`, each pointer adds its
+    span's cosine, so of the small functions one gene packs, the one the question means comes first.
+    """
     if not ranked:
         return []
     best_gene = max(sg.score for sg in ranked) or 1.0
     own = [(sg, span) for sg in ranked for span in spans.get(sg.gene.rowid or -1, ())]
     best_lex = max((span[3] for _, span in own), default=0.0) or 1.0
     best_name = max((span[4] for _, span in own), default=0.0) or 1.0
+    dense = (_dense_norm(_span_cosines(own, gene_dense or {}, span_dense or {})) if weights.dense > 0
+             else [0.0] * len(own))
     pointers: list[Pointer] = []
-    for sg, (sym, first, last, lex, named) in own:
+    for (sg, (sym, first, last, lex, named)), dense_value in zip(own, dense, strict=True):
         gene = sg.gene
         parts = {"gene": round(weights.gene * sg.score / best_gene, 6),
                  "symbol": round(weights.symbol * lex / best_lex, 6)}
+        if dense_value > 0:
+            parts["span_dense"] = round(weights.dense * dense_value, 6)
         if named > 0 and weights.name > 0:
             parts["name"] = round(weights.name * named / best_name, 6)
         if sym is not None and sym.id in defs:
@@ -221,12 +269,15 @@ def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[i
 
 def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
            defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights(),
-           *, tests_wanted: bool = False) -> list[Pointer]:
-    """Pointers for the ranked genes, best first."""
+           *, tests_wanted: bool = False, gene_dense: Mapping[int, float] | None = None,
+           span_cosines: Callable[[SpanScores], Mapping[tuple[int, int], float]] | None = None) -> list[Pointer]:
+    """Pointers for the ranked genes, best first (`span_cosines`: the spans → their own cosines, span_dense.py)."""
     if not ranked:
         return []
-    return score_pointers(ranked, span_scores(genome, [sg.gene for sg in ranked], terms), defs, weights,
-                          tests_wanted=tests_wanted)
+    spans = span_scores(genome, [sg.gene for sg in ranked], terms)
+    span_dense = span_cosines(spans) if span_cosines is not None and weights.dense > 0 else None
+    return score_pointers(ranked, spans, defs, weights, tests_wanted=tests_wanted, gene_dense=gene_dense,
+                          span_dense=span_dense)
 
 
 def file_mass(ranked: Sequence[tuple[str, float]], *, tests_factor: float = 1.0,
@@ -258,7 +309,7 @@ def rank_files(pointers: Sequence[Pointer], per_file: int = 3, *, mass: dict[str
         group = groups.setdefault(key, [])
         if not any(q.start_line == p.start_line and q.symbol == p.symbol for q in group):
             group.append(p)
-    own = {path: sum(w * p.score for w, p in zip(FILE_DECAY, group)) for path, group in groups.items()}
+    own = {path: sum(w * p.score for w, p in zip(FILE_DECAY, group, strict=False)) for path, group in groups.items()}
     if mass and mass_weight > 0:
         top = max(own.values(), default=0.0) or 1.0
         own = {path: v / top + mass_weight * mass.get(path, 0.0) for path, v in own.items()}

@@ -97,6 +97,22 @@ def meaning(text: str) -> tuple[str, ...]:
     return tuple(views) or (text,)
 
 
+def program_share(text: str) -> float:
+    """Share of the text's characters that are program text or output: code blocks, prompts, tracebacks.
+
+    Why: how much of a query is pasted program text says how it should be searched
+    (retrieve/question.py); a question in words has none.
+    """
+    size = len(text.strip())
+    if size == 0:
+        return 0.0
+    code = sum(len(m.group(0).strip()) for m in _CODE_BLOCK_RE.finditer(text))
+    # each line's head decides whether it is output (a 64 KB line costs its head, not a backtracking scan)
+    code += sum(len(line.strip()) for line in _CODE_BLOCK_RE.sub(" ", text).splitlines()
+                if _OUTPUT_LINE_RE.match(line[:MAX_TITLE_CHARS]))
+    return min(1.0, code / size)
+
+
 def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
     text = _CONTROL_RE.sub(" ", query or "")[:MAX_QUERY_CHARS]
     phrases = [p.strip() for p in _PHRASE_RE.findall(text)]

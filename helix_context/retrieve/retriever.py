@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -17,11 +18,15 @@ from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
-from helix_context.retrieve.fusion import FUSERS
-from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, definition_gene_scores, definitions,
+from helix_context.retrieve.fusion import FUSERS, blend_weights
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
+from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
+from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
+
+log = logging.getLogger(__name__)
 
 COACTIVATION_SEEDS = 5
 LOCATE_WINDOW = 60  # genes whose symbols are scored when pointers are asked for
@@ -48,14 +53,15 @@ class Evidence:
     per_signal: dict[str, dict[int, float]]  # scorer → {gene rowid: raw score}
     defs: dict[int, tuple[SymbolRow, float]]  # symbol id → (symbol, weight) for names the query uses as code
     vector: np.ndarray | None
+    kind: QueryKind = QueryKind()  # how lexical the query is here (retrieve/question.py)
 
 
 class QueryEmbedder(Protocol):
-    """The two calls retrieval makes on an embedder (ingest.embed.Embedder)."""
+    """The two calls retrieval makes on an embedder (ingest.embed.Embedder); `max_tokens` for symbol spans."""
 
     def embed_query(self, text: str) -> np.ndarray: ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed(self, texts: Sequence[str], max_tokens: int | Sequence[int] | None = None) -> np.ndarray: ...
 
 
 class EmbedderSource(Protocol):
@@ -82,17 +88,46 @@ class Retriever:
                              "coactivation": cfg.code_weight_coactivation, "definition": cfg.code_weight_definition}
         self.locate_weights = LocateWeights(gene=cfg.locate_gene, symbol=cfg.locate_symbol,
                                             definition=cfg.locate_definition, name=cfg.locate_name,
-                                            tests=cfg.locate_tests, mass=cfg.locate_file_mass)
+                                            tests=cfg.locate_tests, mass=cfg.locate_file_mass, dense=cfg.locate_dense)
         self.fuse = FUSERS[cfg.fusion]
+        self.span_vectors = SpanVectors()  # spans embedded one by one, kept for the next questions
 
     def _weighs(self, signal: str) -> bool:
         return self.weights.get(signal, 0.0) > 0 or self.code_weights.get(signal, 0.0) > 0
 
-    def _fuse(self, per_signal: dict[str, dict[int, float]]) -> dict[int, tuple[float, dict[str, float]]]:
+    def code_weights_for(self, kind: QueryKind) -> dict[str, float]:
+        """The code weights for one query, by how lexical it is (a plain-words question leans on dense)."""
+        cfg = self.settings.retrieval
+        return blend_weights(self.code_weights, kind.lexicality, cfg.question_dense, cfg.question_lexical)
+
+    def locate_weights_for(self, kind: QueryKind) -> LocateWeights:
+        cfg = self.settings.retrieval
+        return self.locate_weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
+
+    def _fuse(self, per_signal: dict[str, dict[int, float]],
+              code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
         code_rows: set[int] = set()
-        if self.code_weights != self.weights:
+        if code_weights != self.weights:
             code_rows = symbols_sql.code_rowids(self.genome.conn, {r for s in per_signal.values() for r in s})
-        return self.fuse(per_signal, self.weights, code_rows, self.code_weights)
+        return self.fuse(per_signal, self.weights, code_rows, code_weights)
+
+    def _span_cosines(self, vector: np.ndarray | None,
+                      items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
+        """The spans of the best genes → their own cosines to the query (None without a vector or a model)."""
+        embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
+        if embedder is None or vector is None:
+            return None
+        top = {it.gene.rowid for it in items[:DENSE_GENES]}
+        genes = [it.gene for it in items[:DENSE_GENES]]
+
+        def cosines(spans: SpanScores) -> dict[tuple[int, int], float]:
+            own = {r: v for r, v in spans.items() if r in top}
+            try:
+                return span_similarities(embedder, vector, genes, own, self.settings.embedding, self.span_vectors)
+            except Exception as exc:  # the model failing on the spans costs that signal, not the answer
+                log.warning("span embeddings failed (%s); pointers ranked without them", exc)
+                return {}
+        return cosines
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
@@ -103,7 +138,7 @@ class Retriever:
             return None
         views = qs.meaning or (qs.text,)
         if len(views) == 1:
-            return embedder.embed_query(views[0])
+            return np.asarray(embedder.embed_query(views[0]), dtype=np.float32)
         summed = np.asarray(embedder.embed(list(views)), dtype=np.float32).sum(axis=0)
         norm = float(np.linalg.norm(summed))
         return summed / norm if norm > 0 else None
@@ -131,7 +166,7 @@ class Retriever:
         vector = self._query_vector(qs)
         per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool, exact_below=cfg.ann_threshold)
         stages["dense"] = time.perf_counter() - t
-        return Evidence(qs, terms, per_signal, defs, vector)
+        return Evidence(qs, terms, per_signal, defs, vector, query_kind(qs, terms, bool(defs)))
 
     def retrieve(self, query: str, *, max_genes: int | None = None, project: str | None = None,
                  party: str | None = None, zone: ZoneCap | None = None, floor: float | None = None,
@@ -146,13 +181,14 @@ class Retriever:
             return Retrieval(qs, (), "abstain", 0, zone.max_genes if zone else None, stages)
 
         t = time.perf_counter()
-        fused = self._fuse(per_signal)
+        code_weights = self.code_weights_for(ev.kind)
+        fused = self._fuse(per_signal, code_weights)
         if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
             if co:
                 per_signal["coactivation"] = co
-                fused = self._fuse(per_signal)
+                fused = self._fuse(per_signal, code_weights)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
@@ -182,7 +218,9 @@ class Retriever:
         if pointers:
             t = time.perf_counter()
             tests_wanted = wants_tests(qs)
-            located = tuple(locate(self.genome, items, terms, defs, self.locate_weights, tests_wanted=tests_wanted))
+            lw = self.locate_weights_for(ev.kind)
+            located = tuple(locate(self.genome, items, terms, defs, lw, tests_wanted=tests_wanted,
+                                   gene_dense=per_signal.get("dense"), span_cosines=self._span_cosines(vector, items)))
             if self.locate_weights.mass > 0:
                 wide = ranked[:MASS_WINDOW]
                 paths = symbols_sql.gene_paths(self.genome.conn, [r for r, _ in wide])

@@ -88,7 +88,7 @@ def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int, *,
     if query_vector is None:
         return {}
     hits = genome.vector_index().search(query_vector, limit, exact_below=exact_below)
-    return {int(r): float(s) for r, s in zip(hits.rowids, hits.similarities)}
+    return {int(r): float(s) for r, s in zip(hits.rowids, hits.similarities, strict=True)}
 
 
 def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:

@@ -85,11 +85,11 @@ def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
     conn = genome.conn
     n = max(genome.live_gene_count(), 1)
     cutoff = max(1, min(int(COMMON_FRACTION * n), MAX_WORD_DOCS))
-    first_of_stem = dict(zip(reversed(stems), reversed(written)))  # one count per stem
+    first_of_stem = dict(zip(reversed(stems), reversed(written), strict=True))  # one count per stem
     counted = count(conn, first_of_stem.values(), cutoff)
     docs = {stem: counted[word] for stem, word in first_of_stem.items() if word in counted}
     scored: dict[str, tuple[float, str, int]] = {}
-    for word, stem in zip(written, stems):
+    for word, stem in zip(written, stems, strict=True):
         df = docs.get(stem, 0)
         if df == 0:
             continue
