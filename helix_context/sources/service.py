@@ -39,6 +39,7 @@ from helix_context.genome import sources_sql
 from helix_context.genome.store import GenomeError
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
+from helix_context.sources.projects import assign, ensure_projects
 from helix_context.sources.registry import SourceError, find, resolve_folder
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.weigh import Packet, PacketItem
@@ -102,6 +103,7 @@ class SourcesService:
 
     def start(self) -> None:
         """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
+        ensure_projects(self.genome)  # sources recorded before projects were required get one
         for row in sources_sql.list_sources(self.genome):
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
             if row.pending == "forget":
@@ -134,7 +136,10 @@ class SourcesService:
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
         path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
         key = str(path)
-        row = sources_sql.add_source(self.genome, key, project or None, time.time())
+        sources_sql.add_source(self.genome, key, project or None, time.time())
+        assign(self.genome, key, project)
+        row = sources_sql.get_source(self.genome, key)
+        assert row is not None
         with self._cond:
             self._cancel.discard(key)
             self._missing.discard(key)
@@ -209,6 +214,10 @@ class SourcesService:
             summary = "No folders indexed yet"
         else:
             summary = f"Index up to date, {_folders(len(watching))}"
+        names = sorted({s["project"] for s in watching if s.get("project")})
+        if names:
+            shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+            summary += f" ({'project' if len(names) == 1 else 'projects'} {shown})"
         if missing:
             summary += f" ({missing} missing)"
         return {

@@ -162,6 +162,7 @@ def _weigh_item(
         reason=reason,
         preview=_preview(gene.content),
         relevance=rel,
+        project=gene.project,
     )
 
 

@@ -59,6 +59,7 @@
     tr.dataset.genes = src.genes;
     const path = text("td", src.path, "path");
     path.title = src.path + (src.project ? "  [" + src.project + "]" : "");
+    if (src.project) path.appendChild(text("span", " [" + src.project + "]", "project"));
     tr.appendChild(path);
     const state = document.createElement("td");
     state.appendChild(text("span", src.state, "state " + src.state));
