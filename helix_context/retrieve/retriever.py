@@ -220,6 +220,7 @@ class Retriever:
                     and not best.signals.get("path") and not best.signals.get("path_terms"))):
             return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
                              silence="nothing indexed holds the message's words or meaning")
+        features: dict[str, float] = {}
         if cfg.silence:
             t = time.perf_counter()
             verdict = silence_gate.judge_query(self, qs, scope.names or _names(answered), items, per_signal,
@@ -228,6 +229,7 @@ class Retriever:
             if verdict.silent:
                 return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
                                  silence=verdict.reason, silence_features=verdict.features.to_dict())
+            features = verdict.features.to_dict()
         floor_frac = cfg.score_floor if floor is None else floor
         kept = [it for it in items if it.score >= floor_frac * best.score]
         tier, count = pick_tier([it.score for it in kept], max_genes)
@@ -239,7 +241,7 @@ class Retriever:
             shown = {it.gene.rowid for it in kept[:count]}
             located = tuple(p for p in located if p.gene.rowid in shown)
         return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass,
-                         project=answered)
+                         project=answered, silence_features=features)
 
     def _lead(self, ranked: list[tuple[int, tuple[float, dict[str, float]]]]
               ) -> tuple[list[tuple[int, tuple[float, dict[str, float]]]], str | None]:

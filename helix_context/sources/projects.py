@@ -9,8 +9,9 @@ their genes and files are relabelled to match.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from helix_context.genome import projects_sql, sources_sql
 from helix_context.genome.store import Genome
@@ -94,3 +95,33 @@ def project_states(genome: Genome) -> dict[str, ProjectState]:
             unavailable.setdefault(name, []).append(f"{row.path} is paused")
     return {name: ProjectState(name, tuple(paths), tuple(unavailable.get(name, ())), paused)
             for name, paths in folders.items()}
+
+
+def projects_for_paths(sources: Iterable[tuple[str, str | None]], paths: Iterable[str | PurePath]) -> tuple[str, ...]:
+    """Projects of the sources that hold one of `paths` or lie inside one (a workspace root above
+    several checkouts scopes to all of them). `sources`: (folder, project) pairs."""
+    wanted = [_pure(p) for p in paths]
+    found: list[str] = []
+    for folder, project in sources:
+        if not project:
+            continue
+        root = _pure(folder)
+        if any(p == root or root in p.parents or p in root.parents for p in wanted):
+            found.append(project)
+    return tuple(dict.fromkeys(found))
+
+
+def _pure(path: str | PurePath) -> PurePath:
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return Path(path).absolute()
+
+
+def cwd_projects(genome: Genome, cwd: Path | None = None) -> tuple[str, ...]:
+    """Projects of the sources holding the current directory (the CLI's scope when none is named)."""
+    here = cwd or Path.cwd()
+    rows = [(r.path, r.project) for r in sources_sql.list_sources(genome) if r.state != "removing"]
+    inside = [(folder, project) for folder, project in rows if _pure(here) == _pure(folder)
+              or _pure(folder) in _pure(here).parents]
+    return projects_for_paths(inside, [here])
