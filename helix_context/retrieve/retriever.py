@@ -28,6 +28,7 @@ from helix_context.retrieve import silence_gate
 COACTIVATION_SEEDS = 5
 LOCATE_WINDOW = 60  # genes whose symbols are scored when pointers are asked for
 ABSTAIN_DENSE = 0.25  # best cosine under this, with no query word in the best gene: nothing relevant
+NOTHING_HELD = "nothing indexed holds the message's words or meaning"
 MAX_SCOPED_WIDENING = 8  # a scope of 1/8 of the genome asks the scorers for 8x the candidates, at most
 ProjectArg = str | Sequence[str] | Scope | None
 
@@ -159,7 +160,8 @@ class Retriever:
         ev = self.evidence(query, stages, allowed=allowed)
         qs, terms, per_signal, defs, vector = ev.qs, ev.terms, ev.per_signal, ev.defs, ev.vector
         if not per_signal:
-            return Retrieval(qs, (), "abstain", 0, cap0, stages, project=",".join(scope.names) or None)
+            return Retrieval(qs, (), "abstain", 0, cap0, stages, project=",".join(scope.names) or None,
+                             silence=NOTHING_HELD if gate else "")
 
         t = time.perf_counter()
         fused = self._fuse(per_signal)
@@ -212,14 +214,15 @@ class Retriever:
             return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located, mass,
                              project=answered)
         if not items or max_genes == 0:
-            return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered)
+            return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
+                             silence=NOTHING_HELD if not items else "")
         best = items[0]
         best_dense = max(per_signal["dense"].values(), default=0.0)
         if (best.score < cfg.abstain_below
                 or (coverage(qs, best.gene) == 0.0 and (vector is None or best_dense < ABSTAIN_DENSE)
                     and not best.signals.get("path") and not best.signals.get("path_terms"))):
             return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
-                             silence="nothing indexed holds the message's words or meaning")
+                             silence=NOTHING_HELD)
         features: dict[str, float] = {}
         if cfg.silence:
             t = time.perf_counter()
