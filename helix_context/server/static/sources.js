@@ -57,6 +57,7 @@
     tr.dataset.state = src.state;
     tr.dataset.files = src.files;
     tr.dataset.genes = src.genes;
+    tr.dataset.project = src.project || "";
     const path = text("td", src.path, "path");
     path.title = src.path + (src.project ? "  [" + src.project + "]" : "");
     if (src.project) path.appendChild(text("span", " [" + src.project + "]", "project"));
