@@ -251,8 +251,8 @@ class Retriever:
         """Evidence-led scope: the ranking less the other projects' genes that do not clearly outscore
         the leading project's best (retrieve/scope.py), and the leader's name."""
         sizes = self.catalog.sizes()
-        if len(sizes) < 2 or not ranked:
-            return ranked, next(iter(sizes), None) if len(sizes) == 1 else None
+        if not sizes or not ranked:  # genes without projects only: nothing to choose between
+            return ranked, None
         ids = [r for r, _ in ranked]
         projects: dict[int, str | None] = {}
         for name in sizes:
