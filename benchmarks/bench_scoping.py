@@ -271,7 +271,7 @@ def tune(home: Path, off: list[dict], on: list[dict]) -> dict[str, Any]:
     for (text, p), r in zip(dev_on, rows_on, strict=True):
         print(f"  on   {json.dumps(r['features'])}  [{p}] {text[:50]}")
     grid = {"dense_alone": [0.48, 0.5, 0.52, 0.55, 0.6], "dense_floor": [0.3, 0.35, 0.4, 0.45],
-            "best_share": [0.4, 0.5, 0.6, 0.7], "held_share": [0.5, 0.6, 0.63, 0.7, 0.8]}
+            "best_share": [0.4, 0.5, 0.6, 0.7], "held_share": [0.5, 0.6, 0.63, 0.7, 0.8], "gap": [0.25, 0.3, 0.35, 9.0]}
     best: tuple[float, dict[str, float]] | None = None
     for values in itertools.product(*grid.values()):
         rule = SilenceRule(**dict(zip(grid, values, strict=True)))

@@ -11,11 +11,15 @@ chit-chat words:
   ABSENT_FACTOR × the project's highest idf: it is usually what the message is about);
 * how many query words are specific to the project: present in it, but in few of its genes;
 * how many of the query's code identifiers (snake_case, CamelCase, dotted) the project holds;
-* the best dense cosine among the project's genes.
+* the best dense cosine among the project's genes;
 
-`dense_gap` (how far the best gene stands above the project's other close genes) and `specific`
-are reported with every decision but not used: on the development set they did not separate
-other languages' programming questions from questions about the project.
+* how far the best gene's similarity stands above the project's typical similarity for this
+  message (the median of its closest genes): in a small project a question about it finds one
+  gene far above the rest even when the project's words are few.
+
+`specific` (present but rare words) is reported with every decision but not used: on the
+development set it did not separate other languages' programming questions from questions
+about the project.
 
 The thresholds (`SilenceRule`) were chosen on the development parts of
 benchmarks/data/scoping_*.jsonl with benchmarks/bench_scoping.py --tune; the held-out parts
@@ -64,6 +68,7 @@ class SilenceRule:
     dense_floor: float = 0.35
     best_share: float = 0.5
     held_share: float = 0.8
+    gap: float = 0.3  # … or from dense_floor up, the best gene stands this far above the project's typical similarity
     identifiers: int = 1  # lexical only: this many of the query's identifiers held by the project speak
 
 
@@ -111,6 +116,9 @@ def judge(f: SilenceFeatures, rule: SilenceRule, project: str | None = None) -> 
             return Silence(False, f"close in meaning to {where} (similarity {f.dense_best:.2f})", f)
         if f.dense_best >= rule.dense_floor and lexical:
             return Silence(False, f"{where} holds {f.best_share:.0%} of what the message asks about", f)
+        if f.dense_best >= rule.dense_floor and f.dense_gap is not None and f.dense_gap >= rule.gap:
+            return Silence(False, f"one gene of {where} stands out in meaning (similarity {f.dense_best:.2f}, "
+                                  f"{f.dense_gap:.2f} above the project's typical)", f)
     elif f.identifiers >= rule.identifiers:
         return Silence(False, f"{where} holds {f.identifiers} of the names the message uses", f)
     elif lexical:
