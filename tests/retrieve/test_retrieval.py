@@ -182,8 +182,11 @@ def test_freshness_edit_then_delete(loaded: HelixContextManager, project: Path) 
 
 
 def test_bad_queries_get_clear_answers(loaded: HelixContextManager) -> None:
-    assert loaded.build_context("").tier == "abstain"
-    assert loaded.build_context("   \t\n").tier == "abstain"
+    for empty in ("", "   \t\n"):  # one clear refusal (a 400 over HTTP), not an empty answer
+        with pytest.raises(ValueError, match="query is empty: say what you need context for"):
+            loaded.build_context(empty)
+        with pytest.raises(ValueError, match="query is empty"):
+            loaded.packet(empty)
     assert loaded.build_context("port\x00\x01\x1b[31m config").tier != "error"
     huge = "server port " + "x" * 1_000_000
     assert loaded.build_context(huge).tokens <= loaded.settings.budget.token_budget
