@@ -183,6 +183,9 @@ def test_the_proxy_scopes_by_header_or_model_and_stays_silent_off_topic(two_proj
     assert raw.headers["x-helix-context"] == "none" and raw.headers["x-helix-genes"] == "0"
     assert system_texts() == []  # the chat went upstream unchanged
     assert stub.last_chat()["json"]["messages"] == [{"role": "user", "content": "write a haiku about autumn leaves"}]
+    with two_projects.client() as http:  # the dashboard's verdict counts show the silence
+        summary = http.get("/dashboard/data").json()["summary"]
+    assert summary["verdicts"].get("no_context", 0) >= 1
 
     raw = client.chat.completions.with_raw_response.create(
         model="llama3.1:8b", messages=[{"role": "user", "content": "what does load_config read?"}],
