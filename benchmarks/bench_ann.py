@@ -26,10 +26,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _results import write_results  # noqa: E402
+from _results import write_results  # noqa: E402 - imported after the sys.path line above that makes it importable
 
-from helix_context.genome.ann import CONNECTIVITY, EXPANSION_ADD, _usearch_index_class  # noqa: E402
-from helix_context.genome.vectors import EMBED_DIM, iter_live_vectors  # noqa: E402
+from helix_context.genome.ann import CONNECTIVITY, EXPANSION_ADD, _usearch_index_class  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.genome.vectors import EMBED_DIM, iter_live_vectors  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 K = 100
 EFS = (100, 160, 256)

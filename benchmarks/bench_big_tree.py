@@ -35,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _results import write_results  # noqa: E402
-from bench_scale import tree_rss  # noqa: E402
+from _results import write_results  # noqa: E402 - imported after the sys.path line above that makes it importable
+from bench_scale import tree_rss  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 
 def read_everything(root: Path) -> tuple[int, int, float]:

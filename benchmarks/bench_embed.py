@@ -44,7 +44,7 @@ def code_chunks(n: int, size: int = 1500) -> list[str]:
 def measure(emb: Embedder, chunks: list[str], repeats: int) -> dict[str, float]:
     emb.embed(chunks[: emb.batch_size])  # warm-up: first run allocates buffers
     tokens = sum(min(len(e.ids), emb.max_tokens)
-                 for e in emb._tokenizer.encode_batch(chunks))  # noqa: SLF001
+                 for e in emb._tokenizer.encode_batch(chunks))
     chars = sum(len(c) for c in chunks)
     best = float("inf")
     for _ in range(repeats):

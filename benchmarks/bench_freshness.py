@@ -50,8 +50,8 @@ from _results import write_results
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from helix_context.genome.store import Genome  # noqa: E402
-from helix_context.ingest.walk import FileEntry, walk  # noqa: E402
+from helix_context.genome.store import Genome  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.ingest.walk import FileEntry, walk  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 
 # ── corpus: real code nobody here wrote ─────────────────────────────────────

@@ -105,7 +105,7 @@ def make_haystack(root: Path, n_files: int, seed: int = 7) -> int:
 def run(helix, label: str) -> dict:
     landed, tokens, keep, latency = 0, [], [], []
     per_needle = []
-    for rel, _, fact, question, answer in NEEDLES:
+    for rel, _, _fact, question, answer in NEEDLES:
         t = time.perf_counter()
         window = helix.build_context(question, record=False)
         latency.append(time.perf_counter() - t)

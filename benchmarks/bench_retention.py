@@ -33,9 +33,9 @@ ROOT = Path(__file__).absolute().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 
-from helix_context.genome.retention import table_rows  # noqa: E402
-from helix_context.genome.store import Genome  # noqa: E402
-from upstream_stub import UpstreamStub  # noqa: E402
+from helix_context.genome.retention import table_rows  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.genome.store import Genome  # noqa: E402 - imported after the sys.path line above that makes it importable
+from upstream_stub import UpstreamStub  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 WORDS = [f"topic{i}" for i in range(60)]
 OFF = {"COACTIVATION_PER_GENE": "1000000", "MAX_SESSIONS": "1000000", "MAX_BUFFER_ROWS": "100000000",

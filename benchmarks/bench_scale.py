@@ -67,8 +67,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from _results import write_results  # noqa: E402
-from bench_server import cpu_s, drive, free_port, stop, summary, wait_healthy  # noqa: E402
+from _results import write_results  # noqa: E402 - imported after the sys.path line above that makes it importable
+from bench_server import cpu_s, drive, free_port, stop, summary, wait_healthy  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 MAX_FILE = 2_000_000
 SERVER_SCRIPT = """
@@ -246,7 +246,7 @@ def ingest(home: Path, folder: Path, args: argparse.Namespace, embed: bool = Tru
             "files": report.get("files_ingested"), "peak_rss_mb": round(peak / 2**20)}
 
 
-def start_server(home: Path, args: argparse.Namespace, extra: dict[str, str] | None = None):  # noqa: ANN201
+def start_server(home: Path, args: argparse.Namespace, extra: dict[str, str] | None = None):
     port = free_port()
     log = open(home / "server.log", "ab")
     proc = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(port)], env=env_for(home, args, extra),
@@ -501,9 +501,9 @@ def serve_only(args: argparse.Namespace) -> dict:
 def report(results: dict) -> None:
     pts = results["points"]
     print()
-    print(f"| genes | raw MB | ingest MB/s | ingest peak MB | /context p50 / p95 ms | /context/packet p50 / p95 ms "
-          f"| server CPU ms per request (context / packet) | load avg | server RSS MB (own / mapped files) | DB / raw "
-          f"| recall@100 (graph vs scan) | graph / scan ms |")
+    print("| genes | raw MB | ingest MB/s | ingest peak MB | /context p50 / p95 ms | /context/packet p50 / p95 ms "
+          "| server CPU ms per request (context / packet) | load avg | server RSS MB (own / mapped files) | DB / raw "
+          "| recall@100 (graph vs scan) | graph / scan ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in pts:
         print(f"{p['genes']} genes: ingest MB/s measured on {p.get('ingest_measured_on', 'the whole step')}; "

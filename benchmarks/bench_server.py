@@ -42,15 +42,13 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from bench_needle import NEEDLES, WORDS, make_haystack  # noqa: E402
+from bench_needle import NEEDLES, WORDS, make_haystack  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 CHAT_MODEL = "llama3.1:8b"  # not a "small" model: no /no_think or temperature rewrite in the way
 
 SERVER_SCRIPT = """
 import sys, uvicorn
 from helix_context.server import factory
-if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-    factory.ROUTERS = (*factory.ROUTERS, "helix_context.server.routes_proxy")
 app = factory.create_app()
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
 """
@@ -178,7 +176,7 @@ async def drive(url: str, requests: list[tuple[str, dict, dict]], concurrency: i
     queue = list(reversed(requests))
     # the proxy's own lean transport: the load generator shares the 2 cores with the server and the
     # stub, so the less CPU it burns per request, the less it disturbs what is measured
-    from helix_context.proxy import LeanHTTPTransport
+    from helix_context.llm.lean_http import LeanHTTPTransport
 
     async with httpx.AsyncClient(base_url=url, timeout=timeout, transport=LeanHTTPTransport(),
                                  trust_env=False) as client:

@@ -106,7 +106,7 @@ def measure(home: Path, runs: int) -> tuple[list[float], list[float], list[float
                                      watchers={"ollama_url": f"http://127.0.0.1:{free_port()}"})
     sup = Supervisor(settings).start()
     base, crash, restart, overhead = [], [], [], []
-    running = lambda s: s["backend"]["status"] == "running"  # noqa: E731
+    running = lambda s: s["backend"]["status"] == "running"  # noqa: E731 - a one-line helper beside its only use
     try:
         if sup.wait_for(running, timeout=60) is None:
             raise RuntimeError(f"backend did not start: {sup.snapshot()['backend']}")

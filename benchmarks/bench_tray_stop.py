@@ -75,7 +75,7 @@ def one_stop(python: str, env: dict[str, str], backend: str, home: Path) -> floa
         if not wait(lambda: serving(url), 60):
             return None
         if backend != "baseline":
-            docked = lambda: "Helix Context - running" in subprocess.run(  # noqa: E731
+            docked = lambda: "Helix Context - running" in subprocess.run(  # noqa: E731 - a one-line helper beside its only use
                 ["xwininfo", "-root", "-tree"], env=env, capture_output=True, text=True).stdout
             if not wait(docked, 30):
                 return None

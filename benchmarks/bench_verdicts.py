@@ -27,7 +27,6 @@ only: relevance thresholds 0) and /context assembled without the live check.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import random
 import re
@@ -177,7 +176,7 @@ def served_stale(window: Any) -> tuple[int, int]:
 
 
 def edit_suite(home: Path, seed: int = 18) -> dict[str, Any]:
-    from helix_context.assemble import assemble
+    from helix_context.answer.assemble import assemble
     from helix_context.weigh import check_source
 
     rng = random.Random(seed)
@@ -255,7 +254,7 @@ def live_check_cost(helix: Any, queries: list[str], rounds: int = 3) -> dict[str
     assemble), interleaved query by query so machine noise hits both alike; plus the check's own stage time.
     Files in this genome were written long before ingest, so the check is stat-only, as on a real tree;
     the edit suite above covers the hashing and re-reading path."""
-    from helix_context.assemble import assemble
+    from helix_context.answer.assemble import assemble
 
     with_check: list[float] = []
     without: list[float] = []

@@ -156,7 +156,7 @@ class GenomeWatch:
 def start(command: list[str]) -> subprocess.Popen:
     kwargs: dict[str, Any] = {}
     if os.name == "nt":
-        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]  # Windows only
     else:
         kwargs["start_new_session"] = True  # Ctrl-C in the terminal reaches us, and we stop the tree
     return subprocess.Popen(command, **kwargs)
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> Report:
 
     def results_state() -> tuple[int, int] | None:
         try:
-            st = results.stat()  # type: ignore[union-attr]
+            st = results.stat()  # type: ignore[union-attr]  # only called when --results was given
             return st.st_size, st.st_mtime_ns
         except OSError:
             return None

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helix_context.config import ConfigError, Settings, load_config
-from helix_context.genome.store import GenomeError
+from helix_context.config import Settings, load_config
+from helix_context.errors import ConfigError, GenomeError
 
 
 def _settings(args: argparse.Namespace) -> Settings:

@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helix_context.errors import ConfigError
+
 DEFAULT_PORT = 11437
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, has the wrong type, or the file cannot be parsed."""
 
 
 @dataclass(frozen=True)
@@ -355,12 +353,12 @@ class Settings:
     def mcp_url(self) -> str:
         return self.mcp.url or self.base_url
 
-    def replace(self, **sections: Any) -> "Settings":
+    def replace(self, **sections: Any) -> Settings:
         """Copy with whole sections or single keys changed: replace(server={"port": 1})."""
         changes: dict[str, Any] = {}
         for name, value in sections.items():
             current = getattr(self, name)
-            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            if isinstance(value, dict) and dataclasses.is_dataclass(current) and not isinstance(current, type):
                 changes[name] = dataclasses.replace(current, **value)
             else:
                 changes[name] = value

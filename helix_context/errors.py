@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ExportFormatError",
+    "Forbidden",
     "GenomeError",
     "GenomeVersionError",
     "HelixError",
@@ -21,6 +22,9 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "SourceError",
+    "SourceNotFound",
+    "Unavailable",
+    "UnprocessableRequest",
     "UpstreamError",
     "http_status",
 ]
@@ -39,6 +43,26 @@ class HelixError(Exception):
 
 class InvalidRequest(HelixError, ValueError):
     """The caller sent something that cannot be answered as asked (an empty query, a bad range)."""
+
+
+class UnprocessableRequest(InvalidRequest):
+    """The request parsed but its fields do not fit together (both or neither of two, empty content)."""
+
+    status = 422
+
+
+class Forbidden(HelixError, PermissionError):
+    """The request is understood and refused by policy (a path outside the allowed ingest roots)."""
+
+    status = 403
+    kind = "forbidden"
+
+
+class Unavailable(HelixError, RuntimeError):
+    """A part the request needs is not running yet (the backend is starting); retrying later helps."""
+
+    status = 503
+    kind = "unavailable"
 
 
 class NotFound(HelixError, LookupError):
@@ -71,6 +95,10 @@ class GenomeVersionError(GenomeError):
 
 class SourceError(HelixError, ValueError):
     """A folder cannot be a source (missing, not a folder, outside the allowed roots)."""
+
+
+class SourceNotFound(NotFound, SourceError):
+    """The folder named is not a source here (``helix sources list`` shows them)."""
 
 
 class IngestRefused(HelixError, ValueError):

@@ -23,26 +23,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from helix_context import signals
+from helix_context.collaborators import EmbedderPart, ManagerTelemetry, PacketAnnotator
 from helix_context.config import Settings, load_config
-from helix_context.assemble import ContextWindow, assemble
-from helix_context.context_packet import build_context_packet
+from helix_context.answer.assemble import ContextWindow, assemble
+from helix_context.answer.packet import build_context_packet
 from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock
-from helix_context.genome.store import Genome, GenomeError
-from helix_context.model_profile import profile
+from helix_context.errors import GenomeError, InvalidRequest
+from helix_context.genome.store import Genome
+from helix_context.llm.profiles import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.retrieve.scope import Scope, parse_names
-from helix_context.errors import InvalidRequest
 from helix_context.weigh import Packet
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest.pipeline import IngestReport, Ingestor
 
 if TYPE_CHECKING:
-    from helix_context.compress import Compressor
+    from helix_context.answer.compress import Compressor
     from helix_context.ingest.embed import Embedder
     from helix_context.ingest.tag import Tagger
 
@@ -85,25 +86,42 @@ class Part:
         return {"status": self.status, "detail": self.detail}
 
 
+def _check_group_by(group_by: str) -> None:
+    if group_by not in GROUP_BY:
+        raise InvalidRequest(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+
+
+def open_genome(settings: Settings) -> Genome:
+    """The genome at settings.genome_path, opened the way the manager opens it by default."""
+    return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
+                  mmap_bytes=settings.genome.mmap_mb * 2**20)
+
+
 class HelixContextManager:
-    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None) -> None:
+    """Owns the genome and the optional parts; its collaborators come in through the constructor.
+
+    telemetry: where ingest, retrieval, compression and verdict counts are recorded (None: nowhere).
+    sources: the living index, which annotates packets of watched folders (None: no watcher runs).
+    embedder: where the dense embedder comes from (None: the model from [embedding], loaded on first use).
+    """
+
+    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None,
+                 telemetry: ManagerTelemetry | None = None, sources: PacketAnnotator | None = None,
+                 embedder: EmbedderPart | None = None) -> None:
         self.settings = settings or load_config()
-        self.genome = genome or Genome(self.settings.genome_path, busy_timeout_ms=self.settings.genome.busy_timeout_ms,
-                                       mmap_bytes=self.settings.genome.mmap_mb * 2**20)
+        self.genome = genome or open_genome(self.settings)
         self._polled_stats = PolledStats(lambda: self.genome.stats(), lambda: self.genome.generation())
         self._health_history: collections.deque[dict[str, Any]] = collections.deque(maxlen=240)
-        self.embedder_part = Part("embeddings", self._load_embedder)
+        self.embedder_part: EmbedderPart = embedder or Part("embeddings", self._load_embedder)
         self.tagger_part = Part("ner", self._load_tagger)
         self.compressor_part = Part("headroom", self._load_compressor)
         self._retriever: Any = None
         self._parse_pool: ParsePool | None = None
-        self.telemetry: Any = None  # set by the server when telemetry is configured
+        self.telemetry = telemetry
         self.retention = RetentionClock(self.genome, self.settings.retention)
         # who leaves the activity record's rows (the server and the CLI name themselves)
         self.actor = f"{Path(sys.argv[0]).stem or 'python'} pid {os.getpid()}"
-        self.sources: Any = None  # the backend's SourcesService (sources/service.py) while it runs
-        # lets build_context_packet(genome=helix.genome) use the same dense signal as the manager
-        self.genome.embedder_part = self.embedder_part
+        self.sources = sources
 
     # ── optional parts ──
 
@@ -129,7 +147,7 @@ class HelixContextManager:
         return tagger, status, tagger.status
 
     def _load_compressor(self) -> tuple[Compressor, str, str]:
-        from helix_context.compress import Compressor
+        from helix_context.answer.compress import Compressor
 
         compressor = Compressor(use_headroom=self.settings.assembly.headroom)
         if compressor.available:
@@ -155,7 +173,7 @@ class HelixContextManager:
         self.compressor.warm_up()  # SmartCrusher's import (~0.5 s) would otherwise land on the first JSON gene
         if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
             self.start_parse_workers()
-        self.retriever  # noqa: B018
+        self.retriever  # noqa: B018 - the property builds the retriever now, so the first request does not
         if self.embedder is not None:
             self.genome.vector_index().warm()  # loads (or rebuilds) the dense index and replays what changed
 
@@ -247,7 +265,7 @@ class HelixContextManager:
             except OSError:
                 missing.append(path)
                 continue
-            if st.st_size != record.size or st.st_mtime_ns != record.mtime_ns:
+            if not record.stat_matches(st.st_size, st.st_mtime_ns):
                 try:
                     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
                 except OSError:
@@ -315,7 +333,7 @@ class HelixContextManager:
     def _budget(self, budget_tokens: int | None) -> int:
         budget = self.settings.budget.token_budget if budget_tokens is None else budget_tokens
         if not isinstance(budget, int) or budget <= 0:
-            raise ValueError(f"budget must be a positive number of tokens, got {budget_tokens!r}")
+            raise InvalidRequest(f"budget must be a positive number of tokens, got {budget_tokens!r}")
         return budget
 
     def zone_for(self, *, prompt_tokens: int, model: str | None, context_window: int | None,
@@ -389,9 +407,8 @@ class HelixContextManager:
         per-signal contributions; with group_by="file", files ranked by their symbols' evidence."""
         query = require_query(query)
         if max_results <= 0:
-            raise ValueError(f"max_results must be positive, got {max_results}")
-        if group_by not in GROUP_BY:
-            raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+            raise InvalidRequest(f"max_results must be positive, got {max_results}")
+        _check_group_by(group_by)
         retrieval = self.retriever.retrieve(query, max_genes=max_results, project=self.scope(project), party=party,
                                             gate=False, pointers=True)
         if group_by == "file":
@@ -402,6 +419,7 @@ class HelixContextManager:
     def packet(self, query: str, task_type: str = "edit", *, project: str | Sequence[str] | Scope | None = None,
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
         query = require_query(query)
+        _check_group_by(group_by)
         packet = build_context_packet(query, task_type, self.genome, settings=self.settings,
                                       project=self.scope(project),
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)

@@ -34,7 +34,8 @@ import httpx
 from pydantic import Field
 
 from helix_context import mcp_scope
-from helix_context.config import ConfigError, Settings, load_config
+from helix_context.config import Settings, load_config
+from helix_context.errors import ConfigError, HelixError, InvalidRequest, UpstreamError
 from helix_context.tokens import count_tokens, truncate_to_tokens
 
 log = logging.getLogger("helix.mcp")
@@ -80,8 +81,10 @@ except ImportError:  # mcp 1.x
         McpContext = None  # type: ignore[assignment,misc]  # no SDK: build_server reports it
 
 
-class BackendError(Exception):
-    """The backend could not be reached or refused the request; the message says what to do."""
+class BackendError(UpstreamError):
+    """The backend could not be reached or refused the request; the message says what to do.
+
+    An UpstreamError: for the MCP server the Helix backend is the upstream it relays to."""
 
 
 # ── token cap and pages ──
@@ -158,7 +161,7 @@ class Pager:
                      hint: str = "") -> str:
         """Page `page` (1-based) of the answer `render()` produces; cached per tool + arguments."""
         if not isinstance(page, int) or page < 1:
-            raise ValueError(f"page must be 1 or more, got {page!r}")
+            raise InvalidRequest(f"page must be 1 or more, got {page!r}")
         key = self.key(tool, args)
         pages = None if page == 1 else self._get(key)
         if pages is None:
@@ -166,7 +169,7 @@ class Pager:
             if len(pages) > 1:
                 self._put(key, pages)
         if page > len(pages):
-            raise ValueError(f"page {page} does not exist: this answer has {len(pages)} page(s)")
+            raise InvalidRequest(f"page {page} does not exist: this answer has {len(pages)} page(s)")
         return pages[page - 1]
 
     def fit(self, text: str, advice: str) -> str:
@@ -306,8 +309,9 @@ def _import_sdk() -> tuple[type, type[Exception]]:
 
         return MCPServer, ToolError
     except ImportError:
-        from mcp.server.fastmcp import FastMCP
-        from mcp.server.fastmcp.exceptions import ToolError
+        # older mcp releases name it FastMCP; the installed one may lack that module (hence the ignores)
+        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined, unused-ignore]
+        from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef, unused-ignore]
 
         return FastMCP, ToolError
 
@@ -333,14 +337,12 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
     async def guarded(work: Awaitable[Any]) -> Any:
         try:
             return await work
-        except BackendError as exc:
-            raise tool_error(str(exc)) from None
-        except ValueError as exc:
+        except HelixError as exc:  # the backend's refusal (BackendError) or bad tool input (InvalidRequest)
             raise tool_error(str(exc)) from None
 
     def _query(query: str) -> str:
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("query is empty: say what you need context for (a question, identifiers, file names)")
+            raise InvalidRequest("query is empty: say what you need context for (a question, identifiers, file names)")
         return query
 
     async def _scope(ctx: Any, project: str | None) -> str | None:
@@ -445,7 +447,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
                 "paths are refused: they name files on disk, which are indexed by path"))] = None) -> str:
         async def run() -> str:
             if (path is None) == (content is None):
-                raise ValueError("pass either path (a file or folder the backend may read) or content (text), "
+                raise InvalidRequest("pass either path (a file or folder the backend may read) or content (text), "
                                  "not both")
             body: dict[str, Any] = {}
             if project:
@@ -454,9 +456,9 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
                 body["path"] = os.path.abspath(os.path.expanduser(path))
             else:
                 if not content or not content.strip():
-                    raise ValueError("content is empty: nothing to ingest")
+                    raise InvalidRequest("content is empty: nothing to ingest")
                 if len(content) > MAX_INGEST_CHARS:
-                    raise ValueError(f"content is {len(content)} characters; send at most {MAX_INGEST_CHARS} "
+                    raise InvalidRequest(f"content is {len(content)} characters; send at most {MAX_INGEST_CHARS} "
                                      "per call, or ingest the file by path")
                 body["content"] = content
                 if content_type:
@@ -506,7 +508,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
 
     def _gene_path(gene_id: str) -> str:
         if not isinstance(gene_id, str) or not gene_id.strip():
-            raise ValueError("gene_id is empty: pass a gene id from helix_context or helix_context_packet")
+            raise InvalidRequest("gene_id is empty: pass a gene id from helix_context or helix_context_packet")
         return "/genes/" + quote(gene_id.strip(), safe="")
 
     async def helix_gene_get(gene_id: GeneId, page: Page = 1) -> str:
@@ -526,7 +528,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             page: Page = 1) -> str:
         async def run() -> str:
             if not isinstance(limit, int) or not 1 <= limit <= 200:
-                raise ValueError(f"limit must be 1-200, got {limit!r}")
+                raise InvalidRequest(f"limit must be 1-200, got {limit!r}")
             data = await backend.request("GET", _gene_path(gene_id) + "/neighbors", params={"limit": limit})
             return render_neighbors(data)
 

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from helix_context.errors import ExportFormatError, InvalidRequest
 from helix_context.genome import portable_sql as sql
 from helix_context.genome.schema import SCHEMA_VERSION
 from helix_context.genome.store import EMBED_DIM, Genome
@@ -54,10 +55,6 @@ EXAMPLES = 10  # ids listed per category in a summary
 EMBEDDING_BYTES = 4 + EMBED_DIM  # float32 scale + int8 per dimension (store.encode_vector)
 _BATCH = 500
 _CHUNK = 1 << 20
-
-
-class ExportFormatError(ValueError):
-    """The file is not a Helix genome export this Helix can read; nothing was written."""
 
 
 # ── hashing streams ──
@@ -272,7 +269,8 @@ def _records(path: Path, header: dict[str, Any], offset: int) -> Iterator[dict[s
         reader = _HashingReader(f, header["payload_bytes"])
         ended = False
         try:
-            with gzip.GzipFile(fileobj=reader, mode="rb") as gz:  # type: ignore[arg-type]
+            # _HashingReader offers read(), all GzipFile uses; the stub asks for a whole file object
+            with gzip.GzipFile(fileobj=reader, mode="rb") as gz:  # type: ignore[call-overload]
                 for lineno, line in enumerate(gz, 1):
                     if ended:
                         raise ExportFormatError(f"{path}: records after the end record (line {lineno}); corrupt")
@@ -437,20 +435,21 @@ def _apply(conn: Any, records: Iterator[dict[str, Any]], strategy: str, plan: _P
                 known = (0, float("inf"), float("inf"))
             outcome = _decide(strategy, None if known is None else known[1:],
                               (record["last_verified_at"], record["observed_at"]))
+            known_rowid = 0 if known is None else known[0]
             plan.gene(outcome, gid)
             if outcome == "skipped":
                 continue
             if not write:
                 planned.add(gid)
-                plan.sources_added += (len(record["sources"]) if outcome == "new" or known[0] <= 0
-                                       else sql.missing_sources(conn, known[0], record["sources"]))
+                plan.sources_added += (len(record["sources"]) if outcome == "new" or known_rowid <= 0
+                                       else sql.missing_sources(conn, known_rowid, record["sources"]))
                 continue
             row = _store_row(record)
             if outcome == "new":
                 rowid = sql.insert_gene(conn, row)
                 stored[gid] = (rowid, row["last_verified_at"], row["observed_at"])
             else:
-                rowid = known[0]
+                rowid = known_rowid
                 sql.overwrite_gene(conn, rowid, row)
             plan.sources_added += sql.add_sources(conn, rowid, record["sources"])
         genes.clear()
@@ -519,7 +518,7 @@ def import_genome(genome: Genome, path: str | Path, strategy: str = "skip_existi
     Raises ExportFormatError (a ValueError) for a file that is not a valid export; nothing is written then.
     """
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        raise InvalidRequest(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     started = time.perf_counter()
     source = Path(path).expanduser()
     header, offset = read_header(source)

@@ -171,4 +171,4 @@ def release_backend(pid: int, *, home: Path | None = None) -> None:
 
 def backend_released(pid: int, home: Path | None = None) -> bool:
     data = read_json(signals_dir(home) / BACKEND_RELEASED)
-    return bool(data) and data.get("pid") == pid
+    return data is not None and data.get("pid") == pid

@@ -28,7 +28,8 @@ import shutil
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger("helix.tray")
 
@@ -74,7 +75,7 @@ class _HelixIconMixin:
 
     def _mark_ready(self) -> None:
         self.helix_ready = True
-        super()._mark_ready()  # type: ignore[misc]
+        super()._mark_ready()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _start_setup(self, setup: Callable[[Any], None] | None) -> None:
         ready = self._Icon__queue  # type: ignore[attr-defined]  # pystray's ready signal (name-mangled in _base.Icon)
@@ -84,7 +85,7 @@ class _HelixIconMixin:
             if setup is not None:
                 setup(self)
             else:
-                self.visible = True  # type: ignore[attr-defined]
+                self.visible = True
 
         self._setup_thread = threading.Thread(target=handler, name="helix-tray-setup", daemon=True)
         self._setup_thread.start()
@@ -94,35 +95,35 @@ class _GtkMixin(_HelixIconMixin):
     notifications_off_reason = ""
 
     def _initialize(self) -> None:
-        from gi.repository import GLib  # type: ignore[import-not-found]
-        from pystray._util import notify_dbus  # type: ignore[import-not-found]
+        from gi.repository import GLib
+        from pystray._util import notify_dbus
 
         try:
             self._notifier = notify_dbus.Notifier()
-        except Exception as exc:  # noqa: BLE001 - GLib.GError: no session bus / no notification service
+        except Exception as exc:  # GLib.GError: no session bus / no notification service
             self._notifier = None
             self.notifications_off_reason = dbus_reason(os.environ) or f"no notification service ({exc})"
             log.info("tray notifications are off: %s", self.notifications_off_reason)
         self.HAS_NOTIFICATION = self._notifier is not None
         # a C main loop never returns to Python on its own: without this tick SIGTERM waits forever
         GLib.timeout_add(GLIB_SIGNAL_TICK_MS, lambda: True)
-        self._mark_ready()  # type: ignore[attr-defined]
+        self._mark_ready()
 
     def _finalize(self) -> None:
-        self._remove_fs_icon()  # type: ignore[attr-defined]
+        self._remove_fs_icon()  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
         if self._notifier is not None:
             try:
                 self._notifier.hide()
-            except Exception:  # noqa: BLE001 - GLib.GError when the notification service is gone
+            except Exception:  # GLib.GError when the notification service is gone
                 log.debug("notification hide failed", exc_info=True)
 
     def _notify(self, message: str, title: str | None = None) -> None:
         if self._notifier is not None:
-            super()._notify(message, title)  # type: ignore[misc]
+            super()._notify(message, title)  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _remove_notification(self) -> None:
         if self._notifier is not None:
-            super()._remove_notification()  # type: ignore[misc]
+            super()._remove_notification()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
 
 class _XorgMixin(_HelixIconMixin):
@@ -130,9 +131,9 @@ class _XorgMixin(_HelixIconMixin):
     popup: Any = None
 
     def _create_window(self) -> Any:
-        import Xlib.X  # type: ignore[import-not-found]
+        import Xlib.X
 
-        window = super()._create_window()  # type: ignore[misc]
+        window = super()._create_window()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
         # pystray's window listens for expose/structure events only, so no click ever arrived
         window.change_attributes(event_mask=Xlib.X.ExposureMask | Xlib.X.StructureNotifyMask
                                  | Xlib.X.ButtonPressMask)
@@ -151,26 +152,26 @@ class _XorgMixin(_HelixIconMixin):
         timer = threading.Timer(0.3, self._destroy_window)
         timer.daemon = True
         timer.start()
-        super().stop()  # type: ignore[misc]
+        super().stop()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
 
     def _destroy_window(self) -> None:
         try:
-            import Xlib.display  # type: ignore[import-not-found]
+            import Xlib.display
 
             display = Xlib.display.Display()
             try:
                 display.set_error_handler(lambda *_: None)  # already gone: the polite stop worked
-                display.create_resource_object("window", self._window.id).destroy()  # type: ignore[attr-defined]
+                display.create_resource_object("window", self._window.id).destroy()  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
                 display.sync()
             finally:
                 display.close()
-        except Exception:  # noqa: BLE001 - the X server itself is gone: the loop has ended anyway
+        except Exception:  # the X server itself is gone: the loop has ended anyway
             log.debug("could not destroy the icon window", exc_info=True)
 
 
 class _Win32Mixin(_HelixIconMixin):
     def _mark_ready(self) -> None:
-        set_wakeup_timer(self._hwnd)  # type: ignore[attr-defined]
+        set_wakeup_timer(self._hwnd)  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
         super()._mark_ready()
 
 
@@ -184,7 +185,7 @@ def set_wakeup_timer(hwnd: int, user32: Any = None) -> bool:
     if user32 is None:
         import ctypes
 
-        user32 = ctypes.windll.user32  # type: ignore[attr-defined]
+        user32 = ctypes.windll.user32  # type: ignore[attr-defined]  # Windows only: the Linux stubs have no ctypes.windll
     return bool(user32.SetTimer(hwnd, WAKEUP_TIMER_ID, GLIB_SIGNAL_TICK_MS, None))
 
 
@@ -213,8 +214,7 @@ def dbus_reason(env: Mapping[str, str], which: Callable[[str], str | None] = shu
 
 
 def _gtk_base(name: str) -> type:
-    import gi  # type: ignore[import-not-found]
-    from gi.repository import GLib  # type: ignore[import-not-found]
+    from gi.repository import GLib
 
     GLib.set_prgname("helix-tray")  # the name GTK gives the icon's and the menu's windows
     module = importlib.import_module(f"pystray._{name}")  # imports gi, Gtk (init_check needs a display)
@@ -241,7 +241,7 @@ def probe(name: str) -> Candidate:
             base = importlib.import_module(f"pystray._{name}").Icon
             return Candidate(name, _make_class(base, _HelixIconMixin, name))
         return Candidate(name, why=f"unknown tray backend {name!r}")
-    except Exception as exc:  # noqa: BLE001 - ImportError, ValueError (gi versions), Xlib display errors
+    except Exception as exc:  # ImportError, ValueError (gi versions), Xlib display errors
         return Candidate(name, why=_import_reason(name, exc))
 
 

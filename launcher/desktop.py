@@ -25,7 +25,7 @@ def open_path(path: str | Path, platform: str = sys.platform, startfile: Any = N
             pass
     try:
         if platform == "win32":
-            (startfile or os.startfile)(str(path))  # type: ignore[attr-defined]  # noqa: S606
+            (startfile or os.startfile)(str(path))  # type: ignore[attr-defined]  # os.startfile exists on Windows only
             return True
         opener = "open" if platform == "darwin" else "xdg-open"
         if shutil.which(opener) is None:
@@ -42,6 +42,6 @@ def open_path(path: str | Path, platform: str = sys.platform, startfile: Any = N
 def open_url(url: str) -> bool:
     try:
         return bool(webbrowser.open(url))
-    except Exception as exc:  # noqa: BLE001 - no browser is not a crash
+    except Exception as exc:  # no browser is not a crash
         log.warning("cannot open %s in a browser: %s", url, exc)
         return False

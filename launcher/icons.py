@@ -6,7 +6,7 @@ The colours are distinct enough to tell apart at 16 px and in a screenshot.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from PIL import Image, ImageDraw
 
@@ -27,7 +27,7 @@ STATE_LABELS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def make_icon(state: str, size: int = 64) -> Image.Image:
     color = STATE_COLORS.get(state, STATE_COLORS["stopped"])
     img = Image.new("RGBA", (size, size), (0, 0, 0, 0))

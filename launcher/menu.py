@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from launcher import sources_menu
 
@@ -196,7 +197,7 @@ def collect(app: TrayActions, providers: Sequence[Provider] | None = None) -> li
     for provider in (PROVIDERS if providers is None else providers):
         try:
             entries = list(provider(app))
-        except Exception:  # noqa: BLE001 - one broken provider must not take the whole menu away
+        except Exception:  # one broken provider must not take the whole menu away
             log.warning("menu provider %s failed", getattr(provider, "__name__", provider), exc_info=True)
             continue
         for entry in entries:

@@ -14,7 +14,8 @@ import gc
 import logging
 import queue
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from launcher.menu import Entry
 
@@ -38,7 +39,7 @@ class TkPopupMenu:
         """Start the Tk thread; raises when Tk cannot open the display (the caller says what is missing)."""
         self._thread.start()
         if not self._ready.wait(timeout):
-            raise RuntimeError("the Tk menu window did not start within %.0f s" % timeout)
+            raise RuntimeError(f"the Tk menu window did not start within {timeout:.0f} s")
         if self._error is not None:
             raise self._error
 
@@ -61,7 +62,7 @@ class TkPopupMenu:
 
             root = tk.Tk(className=TK_CLASS)
             root.withdraw()
-        except Exception as exc:  # noqa: BLE001 - ImportError (no tkinter), TclError (no display)
+        except Exception as exc:  # ImportError (no tkinter), TclError (no display)
             self._error = exc
             self._ready.set()
             return
@@ -75,12 +76,12 @@ class TkPopupMenu:
                     menu[0].destroy()
                 except tk.TclError:
                     pass
-            m = tk.Menu(root, name=MENU_WINDOW_NAME, tearoff=0)
+            m = tk.Menu(root, name=MENU_WINDOW_NAME, tearoff=0)  # noqa: F821 - runs inside mainloop(), before the `del` below
             for entry in self._entries():
                 if entry is None:
                     m.add_separator()
                     continue
-                font_opts = {"font": "TkMenuFont 9 bold"} if entry.default and entry.enabled else {}
+                font_opts: dict[str, Any] = {"font": "TkMenuFont 9 bold"} if entry.default and entry.enabled else {}
                 m.add_command(label=entry.text, state="normal" if entry.enabled else "disabled",
                               command=self._runner(entry), **font_opts)
             menu[0] = m
@@ -91,15 +92,15 @@ class TkPopupMenu:
                 while True:
                     kind, arg = self._requests.get_nowait()
                     if kind == "close":
-                        root.quit()
+                        root.quit()  # noqa: F821 - runs inside mainloop(), before the `del` below
                         return
                     try:
-                        post(*arg)
-                    except Exception:  # noqa: BLE001 - a menu that fails once must not end the thread
+                        post(*arg)  # noqa: F821 - runs inside mainloop(), before the `del` below
+                    except Exception:  # a menu that fails once must not end the thread
                         log.warning("could not show the tray menu", exc_info=True)
             except queue.Empty:
                 pass
-            root.after(40, poll)
+            root.after(40, poll)  # noqa: F821 - runs inside mainloop(), before the `del` below
 
         root.after(0, poll)
         try:
@@ -107,7 +108,7 @@ class TkPopupMenu:
         finally:
             try:
                 root.destroy()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             # Tcl must be torn down by the thread that made it: a Tk object left to the main
             # thread's garbage collector at exit aborts the process ("Tcl_AsyncDelete")
@@ -128,5 +129,5 @@ def _call(entry: Entry) -> None:
     try:
         assert entry.action is not None
         entry.action()
-    except Exception:  # noqa: BLE001 - an action's failure is logged, the tray goes on
+    except Exception:  # an action's failure is logged, the tray goes on
         log.warning("menu action %r failed", entry.text, exc_info=True)

@@ -30,7 +30,10 @@ NO_BACKEND_LINE = "Indexing: backend not reachable"
 
 
 class NoDialog(RuntimeError):
-    """No folder dialog can open here (no tkinter, or no display)."""
+    """No folder dialog can open here (no tkinter, or no display).
+
+    Not a HelixError on purpose: it stays inside the tray, which answers it by telling the user to add
+    the folder with `helix sources add`; no HTTP route ever raises or sees it."""
 
 
 def choose_folder(timeout_s: float = 3600.0) -> str | None:
@@ -177,7 +180,7 @@ def _pick_folder() -> int:
         from tkinter import filedialog
 
         root = tkinter.Tk()
-    except Exception as exc:  # noqa: BLE001 - ImportError, TclError (no display)
+    except Exception as exc:  # ImportError, TclError (no display)
         print(f"no folder dialog: {exc}", file=sys.stderr)
         return PICK_NO_DIALOG
     root.withdraw()

@@ -16,7 +16,8 @@ import httpx
 import psutil
 
 from helix_context import signals
-from helix_context.config import ConfigError, load_config
+from helix_context.config import load_config
+from helix_context.errors import ConfigError
 
 from launcher.menu import status_lines
 
@@ -38,7 +39,7 @@ def live_health(base_url: str, api_key: str = "", timeout: float = 1.5) -> dict[
 def _pid_alive(pid: Any) -> bool:
     try:
         return isinstance(pid, int) and psutil.pid_exists(pid)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -88,7 +89,7 @@ def render(snapshot: dict[str, Any] | None, live: dict[str, Any]) -> list[str]:
     out.append(f"  ribosome:   {'paused' if snapshot.get('ribosome_paused') else 'not paused'}")
     if b.get("status") == "fatal" and b.get("last_log_lines"):
         out.append("  last backend log lines:")
-        out.extend(f"    | {l}" for l in b["last_log_lines"][-20:])
+        out.extend(f"    | {log_line}" for log_line in b["last_log_lines"][-20:])
     if b.get("log_file"):
         out.append(f"  log:        {b['log_file']}")
     return out

@@ -20,7 +20,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("helix.tray")
 
@@ -66,16 +66,16 @@ class StopDeadline:
                   "(where each thread was stuck follows on stderr)", self.seconds)
         try:
             faulthandler.dump_traceback(all_threads=True)
-        except Exception:  # noqa: BLE001 - stderr may be closed
+        except Exception:  # stderr may be closed
             pass
         try:
             self._kill_backend()
-        except Exception:  # noqa: BLE001 - exiting matters more than a clean log
+        except Exception:  # exiting matters more than a clean log
             log.exception("killing the backend failed")
         for handler in logging.getLogger().handlers + log.handlers:
             try:
                 handler.flush()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self._exit(self.code)
 

@@ -28,11 +28,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import psutil
 
-from helix_context.config import ConfigError, Settings, load_config
+from helix_context.config import Settings, load_config
+from helix_context.errors import ConfigError
 
 from launcher import backends, desktop
 from launcher.icons import STATE_LABELS, make_icon
@@ -134,7 +136,7 @@ class TrayApp:
         for target in {id(t): t for t in (icon, self.icon) if t is not None}.values():
             try:
                 target.stop()
-            except Exception:  # noqa: BLE001 - gtk may raise GLib.GError on stop
+            except Exception:  # gtk may raise GLib.GError on stop
                 log.debug("icon stop failed", exc_info=True)
 
     @property
@@ -191,7 +193,7 @@ class TrayApp:
             if pressure and not self._pressure_seen and getattr(icon, "HAS_NOTIFICATION", False):
                 icon.notify("; ".join(snap["pressure"]["reasons"]), "Helix: GPU pressure")
             self._pressure_seen = pressure
-        except Exception:  # noqa: BLE001 - a display hiccup must not stop supervising
+        except Exception:  # a display hiccup must not stop supervising
             log.warning("icon update failed (retried on the next snapshot)", exc_info=True)
         self._refresh_menu()
 
@@ -201,14 +203,14 @@ class TrayApp:
             return
         try:
             icon.update_menu()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("menu update failed", exc_info=True)
 
     def make_icon(self, pystray: Any, candidate: backends.Candidate | None = None) -> Any:
         """The icon of `candidate`'s backend (pystray's default Icon class without one)."""
         menu = to_pystray(self, pystray.Menu, pystray.MenuItem)
         self._state = icon_state(self.snapshot)
-        icon_class = candidate.icon_class if candidate is not None else pystray.Icon
+        icon_class = (candidate.icon_class if candidate is not None else None) or pystray.Icon
         icon = icon_class("helix-context", self.image(), self.title(), menu=menu)
         if candidate is not None and candidate.menu == "popup":
             icon.popup = self._start_popup()
@@ -220,7 +222,7 @@ class TrayApp:
             popup = TkPopupMenu(self.entries)
             try:
                 popup.start()
-            except Exception as exc:  # noqa: BLE001 - no tkinter in this Python, or Tk cannot open the display
+            except Exception as exc:  # no tkinter in this Python, or Tk cannot open the display
                 log.warning("the tray menu window cannot open (%s: %s): a click on the icon opens the dashboard, "
                             "the dashboard offers the rest. For the menu install Tk for this Python "
                             "(Debian/Ubuntu: sudo apt install python3-tk)", type(exc).__name__, exc)
@@ -247,7 +249,7 @@ def run_icon(app: TrayApp, pystray: Any, cands: list[backends.Candidate]) -> str
             return ""
         try:
             icon = app.make_icon(pystray, cand)
-        except Exception as exc:  # noqa: BLE001 - e.g. the X server refused the window
+        except Exception as exc:  # e.g. the X server refused the window
             skipped.append(f"{cand.name}: could not create the icon ({type(exc).__name__}: {exc})")
             continue
 
@@ -259,7 +261,7 @@ def run_icon(app: TrayApp, pystray: Any, cands: list[backends.Candidate]) -> str
         error: BaseException | None = None
         try:
             icon.run(setup=setup)
-        except Exception as exc:  # noqa: BLE001 - a backend that cannot start gives way to the next
+        except Exception as exc:  # a backend that cannot start gives way to the next
             error = exc
         if app.quitting:
             return ""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from helix_context.config import Settings
 

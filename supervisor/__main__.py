@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from helix_context.config import ConfigError, load_config
+from helix_context.config import load_config
+from helix_context.errors import ConfigError
 
 from supervisor import run_supervisor
 

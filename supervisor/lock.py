@@ -22,6 +22,11 @@ _HELD_HERE: set[str] = set()  # locks this process holds (a second Supervisor ob
 
 
 class LockHeld(RuntimeError):
+    """Another supervisor owns this HELIX_HOME.
+
+    Not a HelixError on purpose: it never crosses into HTTP. It stops `python -m supervisor` at start-up
+    (the message goes to the terminal / log), before any server exists to map it to a status."""
+
     def __init__(self, path: Path, pid: int) -> None:
         super().__init__(f"another Helix supervisor (pid {pid}) already runs for this HELIX_HOME "
                          f"({path.parent}); stop it first, or use its tray / `helix-status`")

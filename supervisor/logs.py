@@ -111,11 +111,11 @@ def setup_supervisor_logging(logs_dir: Path, *, max_bytes: int, backups: int, st
     fh = logging.handlers.RotatingFileHandler(logs_dir / SUPERVISOR_LOG, maxBytes=max(0, int(max_bytes)),
                                               backupCount=max(0, int(backups)), encoding="utf-8")
     fh.setFormatter(fmt)
-    fh._helix_supervisor = True  # type: ignore[attr-defined]
+    fh._helix_supervisor = True  # type: ignore[attr-defined]  # a marker attribute on our own handler, read back by name
     root.addHandler(fh)
     if stderr:
         sh = logging.StreamHandler()
         sh.setFormatter(fmt)
-        sh._helix_supervisor = True  # type: ignore[attr-defined]
+        sh._helix_supervisor = True  # type: ignore[attr-defined]  # a marker attribute on our own handler, read back by name
         root.addHandler(sh)
     return root

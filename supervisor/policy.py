@@ -26,16 +26,31 @@ class Decision:
 
 @dataclass
 class RestartPolicy:
-    backoff_initial_s: float = 0.25
-    backoff_max_s: float = 30.0
-    window_s: float = 60.0
-    max_restarts: int = 5
+    """The numbers come from [supervisor] in helix.toml (config.SupervisorSettings, whose defaults are
+    the only copy): backoff_initial_s, backoff_max_s, flap_window_s, flap_max_restarts."""
+
+    settings: SupervisorSettings = field(default_factory=SupervisorSettings)
     _failures: collections.deque[float] = field(default_factory=collections.deque, repr=False)
 
     @classmethod
-    def from_settings(cls, s: SupervisorSettings) -> "RestartPolicy":
-        return cls(backoff_initial_s=s.backoff_initial_s, backoff_max_s=s.backoff_max_s,
-                   window_s=s.flap_window_s, max_restarts=s.flap_max_restarts)
+    def from_settings(cls, s: SupervisorSettings) -> RestartPolicy:
+        return cls(s)
+
+    @property
+    def backoff_initial_s(self) -> float:
+        return self.settings.backoff_initial_s
+
+    @property
+    def backoff_max_s(self) -> float:
+        return self.settings.backoff_max_s
+
+    @property
+    def window_s(self) -> float:
+        return self.settings.flap_window_s
+
+    @property
+    def max_restarts(self) -> int:
+        return self.settings.flap_max_restarts
 
     def _expire(self, now: float) -> None:
         while self._failures and now - self._failures[0] > self.window_s:

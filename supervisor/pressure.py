@@ -16,7 +16,8 @@ model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 ACTIONS = ("notify", "pause_ribosome", "unload_ribosome")
 
@@ -122,9 +123,9 @@ def parse_ps(payload: object) -> list[ResidentModel]:
         if not name:
             continue
 
-        def _int(v: object) -> int:
+        def _int(v: Any) -> int:  # whatever the JSON held: a number, a numeric string, or junk
             try:
-                return int(v)  # type: ignore[arg-type]
+                return int(v)
             except (TypeError, ValueError):
                 return 0
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psutil
 
@@ -85,7 +85,7 @@ def kill_all(procs: Sequence[psutil.Process], timeout_s: float = 2.0) -> None:
     others = [p for p in procs if p.pid != os.getpid()]
     try:
         psutil.wait_procs(others, timeout=timeout_s)
-    except Exception:  # noqa: BLE001 - best effort
+    except Exception:  # best effort
         pass
 
 
@@ -111,7 +111,7 @@ class BackendProcess:
     # ── creation ──
     @classmethod
     def spawn(cls, command: Sequence[str], env: Mapping[str, str], logs: LogCapture,
-              on_exit: Callable[["BackendProcess"], None] | None = None, cwd: str | None = None) -> "BackendProcess":
+              on_exit: Callable[[BackendProcess], None] | None = None, cwd: str | None = None) -> BackendProcess:
         kwargs = popen_options()
         logs.mark(f"starting: {' '.join(command)}")
         popen = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -137,7 +137,7 @@ class BackendProcess:
         return bp
 
     @classmethod
-    def adopt(cls, pid: int | None) -> "BackendProcess":
+    def adopt(cls, pid: int | None) -> BackendProcess:
         proc = None
         started = None
         if pid:

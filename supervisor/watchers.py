@@ -13,7 +13,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import httpx
 
@@ -39,7 +40,7 @@ class Periodic:
     def tick(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def start(self) -> "Periodic":
+    def start(self) -> Periodic:
         self._thread = threading.Thread(target=self._loop, name=f"helix-{self.name}", daemon=True)
         self._thread.start()
         return self
@@ -49,7 +50,7 @@ class Periodic:
             try:
                 self.tick()
                 self._last_error = ""
-            except Exception as exc:  # noqa: BLE001 - a watcher must survive anything
+            except Exception as exc:  # a watcher must survive anything
                 text = f"{type(exc).__name__}: {exc}"
                 if text != self._last_error:
                     log.warning("%s watcher failed: %s", self.name, text, exc_info=True)
@@ -114,7 +115,7 @@ class GpuProbe:
             try:
                 raw = nv.nvmlDeviceGetName(handle)
                 name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            except Exception:  # noqa: BLE001 - a name is decoration
+            except Exception:  # a name is decoration
                 pass
             used += int(mem.used)
             total += int(mem.total)
@@ -126,7 +127,7 @@ class GpuProbe:
     def _smi_path(self) -> str | None:
         if self._smi is False:
             self._smi = shutil.which("nvidia-smi")
-        return self._smi or None  # type: ignore[return-value]
+        return self._smi or None  # type: ignore[return-value]  # _smi is str | bool | None; False never reaches here
 
     def _read_smi(self, exe: str) -> GpuReading:
         kwargs: dict[str, Any] = {}
@@ -143,7 +144,7 @@ class GpuProbe:
         if nv is not None:
             try:
                 return self._read_nvml(nv)
-            except Exception as exc:  # noqa: BLE001 - e.g. GPU lost: report it, try again next tick
+            except Exception as exc:  # e.g. GPU lost: report it, try again next tick
                 return GpuReading(False, source="nvml", error=f"NVML read failed: {exc}")
         exe = self._smi_path()
         if exe:
@@ -158,7 +159,7 @@ class GpuProbe:
             self._nvml_ready = False
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 
@@ -166,7 +167,7 @@ def parse_smi(text: str) -> GpuReading:
     """`nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits` (MiB per line)."""
     devices = []
     used = total = 0
-    for i, line in enumerate(l for l in text.splitlines() if l.strip()):
+    for i, line in enumerate(row for row in text.splitlines() if row.strip()):
         parts = [p.strip() for p in line.split(",")]
         try:
             u, t = int(float(parts[0])) * MIB, int(float(parts[1])) * MIB

@@ -87,7 +87,7 @@ def create_job(platform: str = sys.platform, kernel32: Any = None) -> KillOnClos
         return None
     try:
         if kernel32 is None:
-            kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+            kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]  # Windows only: the Linux stubs have no ctypes.WinDLL
         return KillOnCloseJob(kernel32)
     except OSError as exc:  # the lifeline thread still stops the backend with us
         log.warning("no kill-on-close job object for the backend: %s", exc)

@@ -71,7 +71,7 @@ class LiveServer:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> "LiveServer":
+    def start(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -55,7 +55,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# 3. Run the suite. Built models are cached across runs; artefacts (screenshots) land in test-artifacts/.
+# 3. Lint and types first: a finding fails the run before any test starts (config in pyproject.toml).
+say "ruff check ."
+"$VENV/bin/ruff" check . || { say "ruff found problems (above); fix them or run: $VENV/bin/ruff check . --fix"; exit 1; }
+say "mypy"
+"$VENV/bin/mypy" || { say "mypy found type errors (above)"; exit 1; }
+
+# 4. Run the suite. Built models are cached across runs; artefacts (screenshots) land in test-artifacts/.
 mkdir -p test-artifacts
 export HELIX_TEST_MODEL_CACHE=${HELIX_TEST_MODEL_CACHE:-$PWD/$VENV/helix-models}
 set +e

@@ -12,10 +12,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import bench_scale  # noqa: E402
+import bench_scale  # noqa: E402 - imported after the sys.path line above that makes it importable
 
-from helix_context.genome.store import Genome  # noqa: E402
-from helix_context.genome.vectors import encode_vector  # noqa: E402
+from helix_context.genome.store import Genome  # noqa: E402 - imported after the sys.path line above that makes it importable
+from helix_context.genome.vectors import encode_vector  # noqa: E402 - imported after the sys.path line above that makes it importable
 
 SOURCE = '''def parse_header(line):
     """Split one header line into its name and value."""
@@ -48,7 +48,7 @@ def test_replicas_are_distinct_genes_that_inherit_their_original_vector(tmp_path
     originals = {}
     rng = np.random.default_rng(0)
     with g.transaction() as tx:  # replica 0 gets "real" vectors, as the embedded first ingest would
-        for rowid, path in tx.execute("SELECT id, source_path FROM genes WHERE source_path LIKE '%/r0/%'").fetchall():
+        for rowid, _path in tx.execute("SELECT id, source_path FROM genes WHERE source_path LIKE '%/r0/%'").fetchall():
             vec = rng.normal(size=384).astype(np.float32)
             originals[rowid] = vec
             tx.execute("UPDATE genes SET embedding = ? WHERE id = ?", (encode_vector(vec), rowid))
@@ -58,7 +58,7 @@ def test_replicas_are_distinct_genes_that_inherit_their_original_vector(tmp_path
     rows = g.conn.execute("SELECT id, source_path, embedding, content FROM genes ORDER BY id").fetchall()
     assert copied == len(rows) - len(originals) > 0 and all(r[2] is not None for r in rows)
     by_file: dict[str, list] = {}
-    for rowid, path, blob, _ in rows:
+    for _rowid, path, blob, _ in rows:
         by_file.setdefault(path.split("/r", 1)[1].split("/", 1)[1], []).append((path, blob))
     for genes in by_file.values():
         first = np.frombuffer(genes[0][1], dtype=np.int8, offset=4).astype(np.float32)

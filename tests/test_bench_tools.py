@@ -49,7 +49,7 @@ class FakeOllama:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 owner.requests += 1
                 if self.path != "/api/ps":
                     self.send_error(404)
@@ -317,12 +317,12 @@ def test_compare_ship(tmp_path: Path) -> None:
     proc = compare(tmp_path, BASE, b)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SHIP" in proc.stdout
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("retrieval.helix.ndcg@10"))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("retrieval.helix.ndcg@10"))
     assert "+4.29%" in line and "higher" in line and "better" in line
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("retrieval.latency.p95_ms"))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("retrieval.latency.p95_ms"))
     assert "-12.00%" in line and "lower" in line and "better" in line
     assert "only in B: retrieval.helix.ndcg_at_10" in proc.stdout
-    assert "(info)" in next(l for l in proc.stdout.splitlines() if l.startswith("genes"))
+    assert "(info)" in next(ln for ln in proc.stdout.splitlines() if ln.startswith("genes"))
 
 
 def test_compare_no_gain(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helix_context.compress import Compressed, Compressor, critical_tokens
+from helix_context.answer.compress import Compressed, Compressor, critical_tokens
 from helix_context.tokens import count_tokens
 
 needs_headroom = pytest.mark.skipif(importlib.util.find_spec("headroom") is None, reason="headroom-ai not installed")
@@ -214,7 +214,7 @@ def _make_json() -> str:
                 "status": "failed" if i in (9, 27) else "ok",
                 "latency_ms": rng.randint(20, 400),
                 "host": f"node-{i % 5}.dc1.internal",
-                "commit": "%07x" % rng.randint(0xA000000, 0xFFFFFFF),
+                "commit": f"{rng.randint(0xA000000, 0xFFFFFFF):07x}",
             }
         )
     return json.dumps(records, indent=2)

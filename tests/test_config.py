@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from helix_context.config import _SECTIONS, ConfigError, load_config
+from helix_context.config import _SECTIONS, load_config
+from helix_context.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 

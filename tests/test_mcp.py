@@ -24,12 +24,11 @@ from helix_context.config import Settings
 from helix_context.tokens import count_tokens
 
 mcp = pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters  # noqa: E402 - after importorskip("mcp"): the module is skipped without the package
+from mcp.client.stdio import stdio_client  # noqa: E402 - after importorskip("mcp"): the module is skipped without the package
 
 TOOLS = {"helix_context", "helix_context_packet", "helix_refresh_targets", "helix_ingest", "helix_stats",
          "helix_health", "helix_gene_get", "helix_neighbors"}
-GENES_ROUTER = "helix_context.server.routes_genes"
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -117,10 +116,7 @@ async def call(session: ClientSession, name: str, **arguments: Any) -> tuple[boo
 @pytest.fixture
 def backend(settings: Settings, server_factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """The real backend (with the gene routes), ingest allowed under tmp_path/allowed; lean parts for speed."""
-    from helix_context.server import factory
 
-    if GENES_ROUTER not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, GENES_ROUTER))
     allowed = tmp_path / "allowed"
     allowed.mkdir()
     lean = settings.replace(server={"allowed_ingest_roots": (str(allowed),)}, embedding={"enabled": False},

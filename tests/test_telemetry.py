@@ -12,7 +12,8 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -113,7 +114,7 @@ def receive_metrics(produce: Callable[[int], Any], expect: set[str], *, timeout:
             collector.cancel()
 
     asyncio.run(main())
-    got["__raw__"] = {"text": "\n".join(raw)}  # type: ignore[assignment]
+    got["__raw__"] = {"text": "\n".join(raw)}  # type: ignore[assignment]  # the test stores a raw-text entry beside the parsed ones
     return got
 
 
@@ -399,7 +400,7 @@ def test_grpc_protocol_builds_a_grpc_exporter() -> None:
     telemetry = Telemetry(settings, "helix-backend")
     try:
         assert telemetry.enabled_export
-        exporter = telemetry._export_reader._exporter  # type: ignore[union-attr]
+        exporter = telemetry._export_reader._exporter  # type: ignore[union-attr]  # the reader exists once telemetry is enabled, as here
         assert type(exporter).__module__.startswith("opentelemetry.exporter.otlp.proto.grpc")
     finally:
         telemetry.shutdown()
@@ -416,7 +417,7 @@ def test_supervisor_snapshot_shapes() -> None:
                                         "gpu": {"used_bytes": 1, "total_bytes": 2}, "models": ["a"]})
     assert flat["backend_up"] is False and flat["restarts"] == 7 and flat["pressure"] is True
     assert flat["gpu"]["available"] and flat["models"][0]["name"] == "a"
-    assert normalize_supervisor_status(None) is None and normalize_supervisor_status([]) is None  # type: ignore[arg-type]
+    assert normalize_supervisor_status(None) is None and normalize_supervisor_status([]) is None  # type: ignore[arg-type]  # the wrong type is the input under test
 
 
 # ── the ASGI middleware ───────────────────────────────────────────────────────

@@ -30,7 +30,7 @@ def record(tx: Any, kind: str, actor: str, summary: str, counts: Mapping[str, An
     return rowid
 
 
-def _row(r: tuple) -> dict[str, Any]:
+def _row(r: tuple[Any, ...]) -> dict[str, Any]:
     return {"id": r[0], "at": r[1], "kind": r[2], "actor": r[3], "summary": r[4], "counts": json.loads(r[5] or "{}")}
 
 

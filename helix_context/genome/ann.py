@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class Hits:
     exact: bool
 
 
-def _usearch_index_class():  # noqa: ANN202
+def _usearch_index_class() -> Any:  # usearch ships no type information
     """usearch's Index class, loaded after onnxruntime.
 
     Measured: creating an onnxruntime session in a process that loaded
@@ -73,7 +74,7 @@ def _usearch_index_class():  # noqa: ANN202
     after the first search, so the order is fixed here.
     """
     try:
-        import onnxruntime  # noqa: F401
+        import onnxruntime  # noqa: F401 - imported for its side effect: onnxruntime must load before usearch (see the docstring)
     except ImportError:
         pass
     from usearch.index import Index
@@ -81,7 +82,7 @@ def _usearch_index_class():  # noqa: ANN202
     return Index
 
 
-def _new_index():  # noqa: ANN202 - usearch types are optional at import time
+def _new_index() -> Any:  # a usearch Index (untyped)
     return _usearch_index_class()(ndim=vectors.EMBED_DIM, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
 
@@ -125,9 +126,9 @@ class VectorIndex:
         self._connect = connect
         self._trim = trim
         self._lock = threading.RLock()
-        self._base = None  # the graph as saved: a read-only map of the file (or in memory if it cannot be saved)
+        self._base: Any = None  # the graph as saved: a read-only map of the file (or in memory if it cannot be saved)
         self._mapped = False
-        self._delta = None  # vectors that appeared or changed since the file was written
+        self._delta: Any = None  # vectors that appeared or changed since the file was written
         self._delta_keys: set[int] = set()
         self._gone: set[int] = set()  # keys of the file's graph that were removed or changed since
         self._seq = 0  # change-log position applied (file + delta)
@@ -161,7 +162,7 @@ class VectorIndex:
         self._seq = self._saved_seq = seq
         self._removed = removed
 
-    def _read_file(self):  # noqa: ANN202
+    def _read_file(self) -> tuple[Any, int, int]:
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("format") != FORMAT or meta.get("dim") != vectors.EMBED_DIM:
@@ -175,11 +176,11 @@ class VectorIndex:
             return index, int(meta["seq"]), int(meta.get("removed", 0))
         except FileNotFoundError:
             return None, 0, 0
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is rebuilt, never fatal
+        except Exception as exc:  # any unreadable file is rebuilt, never fatal
             log.warning("dense index %s cannot be read (%s): rebuilding it from the genome", self.path, exc)
             return None, 0, 0
 
-    def _build(self):  # noqa: ANN202
+    def _build(self) -> Any:
         """The graph of every live vector, read through a connection without the memory map (genome/scan.py)."""
         started = time.perf_counter()
         index = _new_index()
@@ -199,11 +200,11 @@ class VectorIndex:
         if self._base is not None and self._mapped:
             try:
                 self._base.reset()  # unmaps the file (Windows cannot replace a mapped file)
-            except Exception:  # noqa: BLE001 - an index already gone
+            except Exception:  # an index already gone
                 pass
         self._base, self._mapped = None, False
 
-    def _install(self, full, seq: int) -> None:  # noqa: ANN001
+    def _install(self, full: Any, seq: int) -> None:
         """Write `full` (in memory, holding everything up to `seq`) to the file and map it instead.
 
         If it cannot be written (full disk, read-only folder), it stays in memory as the
@@ -350,7 +351,8 @@ class VectorIndex:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             peak = float(np.max(np.abs(q))) or 1.0
             want = min(k * (OVERSAMPLE if rescore else 1), n)
-            keys_parts, dist_parts = [], []
+            keys_parts: list[np.ndarray] = []
+            dist_parts: list[np.ndarray] = []
             for index, extra in ((self._base, len(self._gone)), (self._delta, 0)):
                 if index is None or len(index) == 0:
                     continue
@@ -375,7 +377,7 @@ class VectorIndex:
         order = np.argsort(-sims, kind="stable")[:k]
         return Hits(ids[order], sims[order].astype(np.float32), use_exact)
 
-    def describe(self, exact_below: int) -> dict:
+    def describe(self, exact_below: int) -> dict[str, Any]:
         """What /health shows: how a query searches (exact scan or HNSW graph), vectors held, file size.
 
         Never waits: while the index is being loaded or rebuilt (server start on a big

@@ -75,7 +75,7 @@ class FullTextMixin:
                    (rowid, *self.fts_values(content, tags, path, body)))
 
     @staticmethod
-    def _fts_insert_many(tx: Any, rows: list[tuple]) -> None:
+    def _fts_insert_many(tx: Any, rows: list[tuple[Any, ...]]) -> None:
         """Rows from `fts_values` with their rowid first, a few hundred per statement (one pass through
         the GIL each, not one per gene: the writes of a big ingest set its pace)."""
         for start in range(0, len(rows), _ROWS_PER_INSERT):
@@ -118,7 +118,7 @@ class FullTextMixin:
             try:
                 with self.transaction(changes_genes=False) as tx:
                     tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (DAMAGED,))
-            except Exception as mark_exc:  # noqa: BLE001 - busy or read-only: the next failing search marks it
+            except Exception as mark_exc:  # busy or read-only: the next failing search marks it
                 log.info("genome %s: could not mark the full-text index for a rebuild yet (%s)", self.path, mark_exc)
         if not self._fts_damage_reported:
             self._fts_damage_reported = True

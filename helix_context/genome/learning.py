@@ -7,7 +7,7 @@ so a chat never invalidates the caches that depend on the genes themselves.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helix_context.models import Gene
@@ -18,6 +18,8 @@ class LearningMixin:
 
     conn: Any
     transaction: Any
+    get_gene: Callable[[str], Gene | None]  # Genome's, declared here for the type checker
+    genes_by_rowid: Callable[[Iterable[int]], dict[int, Gene]]
 
     # ── co-activation ──
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from helix_context.genome import symbols_sql
 from helix_context.genome.fts_text import quote_term
@@ -48,15 +49,15 @@ class _PerGeneration:
         self._limit = limit
         self._lock = threading.Lock()
         self._seen_at = -1
-        self._counts: dict = {}
+        self._counts: dict[str, Any] = {}  # word → what the subclass remembers for it
 
-    def _counts_for(self, generation: int) -> dict:
+    def _counts_for(self, generation: int) -> dict[str, Any]:
         """Under the lock: the memory for `generation`, emptied first if that changed or it is full."""
         if generation != self._seen_at or len(self._counts) > self._limit:
             self._counts, self._seen_at = {}, generation
         return self._counts
 
-    def _remember(self, generation: int, found: dict) -> None:
+    def _remember(self, generation: int, found: dict[str, Any]) -> None:
         with self._lock:
             if self._seen_at == generation:  # an ingest in between: these counts belong to the old genome
                 self._counts.update(found)

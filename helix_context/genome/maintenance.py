@@ -6,7 +6,7 @@ A mixin of `Genome` (store.py), split from it so the store keeps to reading and 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from typing import Any
 
@@ -21,6 +21,7 @@ class MaintenanceMixin:
     path: Any
     transaction: Any
     _write_lock: Any
+    generation: Callable[[], int]  # Genome's, declared here for the type checker
 
     # ── maintenance ──
 
@@ -28,15 +29,15 @@ class MaintenanceMixin:
         with self.transaction() as tx:
             n = 0
             for path in changed_paths:
-                n += tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount
+                n += int(tx.execute("UPDATE genes SET source_changed = 1 WHERE source_path = ?", (path,)).rowcount)
             return n
 
     def age_genes(self, older_than: float) -> int:
         """Open genes neither delivered nor re-verified since `older_than` (unix s) move to tier "aging"."""
         with self.transaction(changes_genes=False) as tx:
-            return tx.execute(
+            return int(tx.execute(
                 "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
-                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount
+                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount)
 
     def source_paths(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
@@ -70,8 +71,11 @@ class MaintenanceMixin:
     def _stats(self, c: sqlite3.Connection) -> dict[str, Any]:
         live = "retired_at IS NULL"
         total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
-        by = lambda col, where=live: {k: n for k, n in c.execute(  # noqa: E731
-            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
+
+        def by(col: str, where: str = live) -> dict[str, int]:
+            return {k: n for k, n in c.execute(
+                f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
+
         files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
         return {
             "total_genes": total[0],

@@ -50,7 +50,7 @@ def snapshot(genome: Genome) -> Iterator[sqlite3.Connection]:
         conn.execute("COMMIT")
 
 
-def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[list]]]:
+def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[list[Any]]]]:
     """(gene row as a dict of GENE_FIELDS, [[path, start_line, end_line], ...]) for every gene, retired ones too."""
     last = 0
     while True:
@@ -59,7 +59,7 @@ def iter_gene_rows(conn: sqlite3.Connection, batch: int = 500) -> Iterator[tuple
             return
         ids = [r[0] for r in rows]
         marks = ",".join("?" * len(ids))
-        sources: dict[int, list[list]] = {}
+        sources: dict[int, list[list[Any]]] = {}
         for gene, path, start, end in conn.execute(
                 f"SELECT gene, path, start_line, end_line FROM gene_sources WHERE gene IN ({marks}) "
                 "ORDER BY gene, path, start_line", ids):

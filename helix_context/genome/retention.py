@@ -90,7 +90,7 @@ def prune(genome: Genome, cfg: RetentionSettings, now: float | None = None) -> P
 def table_rows(genome: Genome) -> dict[str, int]:
     """Row counts of the tables retention bounds (for tests, benchmarks and `helix stats`)."""
     conn = genome.conn
-    return {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 - fixed names
+    return {table: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # fixed names
             for table in ("coactivation", "sessions", "session_buffer")}
 
 
@@ -130,7 +130,7 @@ class RetentionClock:
             self.runs += 1
             self.last_report = report
             return report
-        except Exception as exc:  # noqa: BLE001 - retention is housekeeping: log it, keep serving
+        except Exception as exc:  # retention is housekeeping: log it, keep serving
             log.warning("retention prune failed (will retry): %s", exc)
             return None
         finally:

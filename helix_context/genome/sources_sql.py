@@ -35,7 +35,7 @@ class SourceRow:
 _COLUMNS = "path, project, added_at, last_indexed, files, genes, skipped, skipped_total, last_error, state, pending"
 
 
-def _row(values: tuple) -> SourceRow:
+def _row(values: tuple[Any, ...]) -> SourceRow:
     (path, project, added_at, last_indexed, files, genes, skipped, skipped_total, last_error, state,
      pending) = values
     try:

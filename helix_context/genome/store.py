@@ -16,9 +16,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
@@ -38,14 +40,6 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class GenomeError(RuntimeError):
-    """The genome cannot be opened or written; the message says what to do."""
-
-
-class GenomeVersionError(GenomeError):
-    """Written by a newer Helix: refused, never modified."""
-
-
 @dataclass(frozen=True)
 class FileRecord:
     path: str
@@ -55,6 +49,12 @@ class FileRecord:
     content_hash: str
     genes: int = 0
     ingested_at: float = 0.0
+
+    def stat_matches(self, size: int, mtime_ns: int) -> bool:
+        """"Has this file changed?" without reading it: the size and modification time recorded at
+        ingest are the file's now. The one place ingest, `compact` and the watcher's recheck ask it;
+        a mismatch means "read it and compare content_hash", not necessarily "changed"."""
+        return self.size == size and self.mtime_ns == mtime_ns
 
 
 @dataclass
@@ -69,7 +69,7 @@ class WriteResult:
 class SourceWrite:
     """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
 
-    record: "FileRecord | None"
+    record: FileRecord | None
     path: str | None
     genes: Sequence[tuple[Gene, np.ndarray | None]]
     forms: Mapping[str, StoredForm] = field(default_factory=dict)
@@ -82,7 +82,7 @@ _GENE_COLUMNS = (
 )
 
 
-def _row_to_gene(row: sqlite3.Row | tuple) -> Gene:
+def _row_to_gene(row: sqlite3.Row | tuple[Any, ...]) -> Gene:
     (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
      tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
      source_hash, org, device, user, agent, tier, access_count) = row
@@ -248,7 +248,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
     # ── transactions ──
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator["_Tx"]:
+    def transaction(self, *, changes_genes: bool = True) -> Iterator[_Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
 
         `changes_genes` bumps the generation, which readers use to rebuild caches
@@ -302,7 +302,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 
     def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
         sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if under:
             sql += " WHERE path >= ? AND path < ?"
             args = (under, under + "\U0010ffff")
@@ -355,7 +355,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 results.append(GenomeError(f"genome {self.path}: {exc}"))
         return results
 
-    def _replace_in(self, tx: "_Tx", write: SourceWrite) -> WriteResult:
+    def _replace_in(self, tx: _Tx, write: SourceWrite) -> WriteResult:
         record, path = write.record, write.path
         result = WriteResult()
         now = time.time()
@@ -369,9 +369,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         # query, new genes' full-text rows go in a few multi-row inserts, sources in one executemany.
         stored = self._stored_genes(tx, [gene.gene_id for gene, _ in write.genes])
         kept: set[int] = set()
-        source_rows: list[tuple] = []
-        symbol_rows: list[tuple] = []
-        fts_rows: list[tuple] = []
+        source_rows: list[tuple[Any, ...]] = []
+        symbol_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[Any, ...]] = []
         for gene, vector in write.genes:
             rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id), stored, fts_rows)
             kept.add(rowid)
@@ -398,7 +398,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         return result
 
     @staticmethod
-    def _stored_genes(tx: "_Tx", gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
+    def _stored_genes(tx: _Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
         """gene_id → (rowid, source_path, retired_at) of those already stored."""
         found: dict[str, tuple[int, str | None, float | None]] = {}
         unique = list(dict.fromkeys(gene_ids))
@@ -409,9 +409,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
             found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
-    def _upsert_gene(self, tx: "_Tx", gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
+    def _upsert_gene(self, tx: _Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
                      form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
-                     fts_rows: list[tuple]) -> int:
+                     fts_rows: list[tuple[Any, ...]]) -> int:
         """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
         file's gene ids, kept current here (a chunk repeated within the file finds its first copy)."""
         row = stored.get(gene.gene_id)
@@ -456,13 +456,13 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
                 gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
             ),
         )
-        rowid = int(cur.lastrowid)
+        rowid = int(cur.lastrowid or 0)  # an INSERT always sets it
         stored[gene.gene_id] = (rowid, gene.source_path, None)
         fts_rows.append((rowid, *self.fts_values(gene.content, tags, gene.source_path, form.fts_body)))
         result.added += 1
         return rowid
 
-    def _set_source_path(self, tx: "_Tx", rowid: int, new_path: str | None) -> None:
+    def _set_source_path(self, tx: _Tx, rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source
         self._fts_delete(tx, rowid)
         tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
@@ -470,7 +470,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
         if row[2] is None:
             self._fts_insert(tx, rowid, row[0], row[1], new_path)
 
-    def _drop_if_orphan(self, tx: "_Tx", rowid: int, lost_path: str | None) -> bool:
+    def _drop_if_orphan(self, tx: _Tx, rowid: int, lost_path: str | None) -> bool:
         other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
         if other is None:
             self._fts_delete(tx, rowid)
@@ -591,10 +591,10 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin):
 class _Tx:
     conn: sqlite3.Connection
 
-    def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, args)
 
-    def executemany(self, sql: str, rows: Iterable) -> sqlite3.Cursor:
+    def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:
         return self.conn.executemany(sql, rows)
 
     def executescript_in_tx(self, script: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements cacheable
 
@@ -27,7 +28,7 @@ class SymbolRow:
 _COLUMNS = "id, path, gene, name, kind, start_line, end_line"
 
 
-def _chunks(items: Sequence, size: int = _CHUNK) -> Iterable[Sequence]:
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
 

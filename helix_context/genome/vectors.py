@@ -29,12 +29,13 @@ def encode_vector(vec: np.ndarray) -> bytes:
     peak = float(np.max(np.abs(vec))) if vec.size else 0.0
     scale = peak / 127.0 if peak > 0 else 1.0
     quantised = np.clip(np.rint(vec / scale), -127, 127).astype(np.int8)
-    return struct.pack("<f", scale) + quantised.tobytes()
+    return bytes(struct.pack("<f", scale) + quantised.tobytes())
 
 
 def decode_vector(blob: bytes) -> np.ndarray:
-    scale = struct.unpack_from("<f", blob)[0]
-    return np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
+    scale = float(struct.unpack_from("<f", blob)[0])
+    decoded: np.ndarray = np.frombuffer(blob, dtype=np.int8, offset=4).astype(np.float32) * scale
+    return decoded
 
 
 def int8_rows(blobs: Sequence[bytes]) -> np.ndarray:

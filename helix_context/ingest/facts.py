@@ -113,12 +113,12 @@ class _Facts:
         if len(self.items) >= MAX_FACTS:
             return False
         key = _unquote(key.strip())
-        value = _clean_value(value)
+        cleaned = _clean_value(value)
         folded = key.casefold()
-        if not key or value is None or len(key) > MAX_KEY or folded in self.seen:
+        if not key or cleaned is None or len(key) > MAX_KEY or folded in self.seen:
             return True
         self.seen.add(folded)
-        self.items.append((key, value))
+        self.items.append((key, cleaned))
         return True
 
     @property
@@ -353,7 +353,7 @@ def _in_class_body(lines: list[str], mask: bytearray, i: int, indent: int) -> bo
         ind = len(ln[: len(ln) - len(st)].expandtabs())
         if ind < indent:
             m = _PY_BLOCK.match(ln)
-            return bool(m) and m.group(1) == "class"
+            return m is not None and m.group(1) == "class"
     return False
 
 

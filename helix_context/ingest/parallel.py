@@ -290,7 +290,7 @@ class Scheduler:
                 held -= len(head.job.text)
                 yield head.job, head.result
                 continue
-            if self._claim_local(lambda s: s is head):  # no worker could take it: this process parses it
+            if self._claim_local(lambda s: s is head):  # noqa: B023 - called at once, inside this iteration; no worker could take it: this process parses it
                 head.result = self._parse_here(head.job)
 
     def _feed(self) -> None:
@@ -304,7 +304,7 @@ class Scheduler:
                     return
                 pool.start()
             while True:
-                for worker, takes_prose in pool.idle_workers(self.depth):
+                for worker, takes_prose in pool.idle_workers(self.depth):  # noqa: B007 - used after the break below
                     slot = next((s for s in self._slots if self._for_pool(s, takes_prose)), None)
                     if slot is not None:
                         break

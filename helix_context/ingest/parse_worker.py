@@ -12,6 +12,7 @@ import logging
 import os
 import pickle
 import sys
+from typing import Any
 
 
 def main() -> int:
@@ -32,6 +33,7 @@ def main() -> int:
             job = pickle.load(jobs)
         except EOFError:
             return 0
+        reply: tuple[bool, Any]  # (True, Parsed) or (False, the exception, made picklable)
         try:
             reply = (True, parse(job, settings, tagger))
         except Exception as exc:  # a parser bug on one file: the parent reports it for that file
@@ -52,7 +54,7 @@ def _lower_priority() -> None:
             import psutil
 
             psutil.Process().nice(psutil.BELOW_NORMAL_PRIORITY_CLASS)
-    except Exception as exc:  # noqa: BLE001 - a priority is a nicety, never a reason to fail
+    except Exception as exc:  # a priority is a nicety, never a reason to fail
         logging.getLogger("helix.ingest").debug("parse worker keeps its priority: %s", exc)
 
 

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from helix_context.config import Settings
-from helix_context.genome.store import FileRecord, Genome, GenomeError, SourceWrite
+from helix_context.errors import GenomeError, IngestRefused
+from helix_context.genome.store import FileRecord, Genome, SourceWrite
 from helix_context.genome.stored_form import StoredForm
 from helix_context.ingest.detect import is_binary
 from helix_context.ingest.embed_text import embedding_text, embedding_tokens
@@ -82,7 +83,7 @@ class IngestReport:
         return ", ".join(parts)
 
 
-class ApiTextRefused(ValueError):
+class ApiTextRefused(IngestRefused):
     """API text that would stand in for a file on disk (the server answers 409 with the message)."""
 
 
@@ -162,7 +163,7 @@ class Ingestor:
                     prepared = self._prepare_text(text, content_type, metadata)
                 except ApiTextRefused:
                     raise
-                except Exception as exc:  # noqa: BLE001 - one text's failure is that text's, as for files
+                except Exception as exc:  # one text's failure is that text's, as for files
                     log.warning("could not parse API text %s: %s", metadata.get("path"), exc)
                     report.skip(str(metadata.get("path") or "<text>"),
                                 f"could not be parsed ({type(exc).__name__}: {exc})")
@@ -266,7 +267,7 @@ class Ingestor:
             if progress is not None:
                 progress(index, total, key)
             previous = known.get(key)
-            if previous is not None and previous.size == entry.size and previous.mtime_ns == entry.mtime_ns:
+            if previous is not None and previous.stat_matches(entry.size, entry.mtime_ns):
                 report.files_unchanged += 1
                 continue
             job = self._read_file(entry, previous, project, report)
@@ -333,7 +334,7 @@ class Ingestor:
         genes) is retried file by file, so it costs that file alone and never the whole ingest."""
         try:
             return self.genome.replace_sources(writes)
-        except Exception:  # noqa: BLE001 - anything: the batch rolled back, find the file that breaks it
+        except Exception:  # anything: the batch rolled back, find the file that breaks it
             if len(writes) == 1:
                 exc = sys.exc_info()[1]
                 log.warning("could not store %s: %s", writes[0].path, exc)

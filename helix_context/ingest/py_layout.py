@@ -76,7 +76,8 @@ def python_string_lines(text: str) -> bytearray:
                     break
                 j = k + 1
         else:
-            end = _PY_SQ_END[tok].match(text, m.end()).end()
+            closing = _PY_SQ_END[tok].match(text, m.end())
+            end = closing.end() if closing is not None else n
             if end < n and text[end] == tok:
                 end += 1
         first = line + count("\n", pos, st)

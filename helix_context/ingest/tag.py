@@ -267,7 +267,7 @@ class Tagger:
         self.ner_code = ner_code
         self.batch_size = batch_size
         self.ner_file_chars = ner_file_chars
-        self._init_args = {"ner_enabled": ner_enabled, "model": model, "max_tags": max_tags, "ner_chars": ner_chars,
+        self._init_args: dict[str, Any] = {"ner_enabled": ner_enabled, "model": model, "max_tags": max_tags, "ner_chars": ner_chars,
                            "ner_log_chars": ner_log_chars, "ner_code": ner_code, "batch_size": batch_size,
                            "ner_file_chars": ner_file_chars}
         self._nlp: Any = None
@@ -400,7 +400,7 @@ class Tagger:
             log.warning("NER failed on a batch (%s); continuing without entities", exc)
         return ents
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         # A parse worker process gets a tagger with the same settings, never the loaded
         # spaCy pipeline: that loads there, lazily, if the worker meets a file that needs it.
         return (functools.partial(Tagger, **self._init_args), ())

@@ -33,7 +33,7 @@ def parser_for(language: str) -> Any | None:
         try:
             from tree_sitter_language_pack import get_parser
 
-            parser = get_parser(lang)  # type: ignore[arg-type]
+            parser = get_parser(lang)  # type: ignore[arg-type]  # the pack types lang as a Literal of its names; ours is checked against them at load
         except Exception:
             _FAILED.add(lang)
             return None

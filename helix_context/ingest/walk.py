@@ -237,28 +237,28 @@ def _walk_dir(root: Path, rules: IgnoreRules, max_file_bytes: int, links: _LinkR
                     yield Skipped(str(path), refused)
                     continue
             if is_dir:
-                st = _stat(entry)
-                if isinstance(st, str):
-                    yield Skipped(str(path), st)
+                entry_st = _stat(entry)
+                if isinstance(entry_st, str):
+                    yield Skipped(str(path), entry_st)
                     continue
-                key = (st.st_dev, st.st_ino)
+                key = (entry_st.st_dev, entry_st.st_ino)
                 if key in visited:
                     yield Skipped(str(path), "symlink loop: folder already walked")
                     continue
                 visited.add(key)
                 subdirs.append(path)
                 continue
-            st = _stat(entry)
-            if isinstance(st, str):
-                yield Skipped(str(path), st)
+            entry_st = _stat(entry)
+            if isinstance(entry_st, str):
+                yield Skipped(str(path), entry_st)
                 continue
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(entry_st.st_mode):
                 yield Skipped(str(path), "not a regular file")
                 continue
-            if st.st_size > max_file_bytes:
-                yield Skipped(str(path), f"too large: {st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
+            if entry_st.st_size > max_file_bytes:
+                yield Skipped(str(path), f"too large: {entry_st.st_size} bytes > [ingest] max_file_bytes {max_file_bytes}")
                 continue
-            yield FileEntry(path, root, st.st_size, st.st_mtime_ns)
+            yield FileEntry(path, root, entry_st.st_size, entry_st.st_mtime_ns)
         for sub in reversed(subdirs):
             spec = rules.load(sub)
             stack.append((sub, specs + [(sub, spec)] if spec else specs))

@@ -6,7 +6,8 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon, symbols_sql
 from helix_context.genome.store import Genome
 from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.models import Gene, QuerySignals, Retrieval, ScoredGene
+from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS
@@ -55,8 +56,24 @@ class Evidence:
     vector: np.ndarray | None
 
 
+class QueryEmbedder(Protocol):
+    """The two calls retrieval makes on an embedder (ingest.embed.Embedder)."""
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class EmbedderSource(Protocol):
+    """Where the query's embedder comes from: None while embeddings are off or unavailable.
+
+    A source rather than an embedder, so the model loads on the first query that needs it."""
+
+    def get(self) -> QueryEmbedder | None: ...
+
+
 class Retriever:
-    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: Any = None) -> None:
+    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: EmbedderSource | None = None) -> None:
         self.genome = genome
         self.settings = settings
         self.embedder_part = embedder_part
@@ -198,7 +215,7 @@ class Retriever:
         stages["fetch"] = time.perf_counter() - t
 
         candidates = len(fused)
-        located: tuple = ()
+        located: tuple[Pointer, ...] = ()
         mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()

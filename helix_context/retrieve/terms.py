@@ -58,7 +58,8 @@ def stem_words(words: list[str]) -> list[str]:
         import Stemmer
 
         stem = _LOCAL.stem = Stemmer.Stemmer("porter").stemWords
-    return stem(words)
+    stems: list[str] = stem(words)
+    return stems
 
 
 def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,

@@ -67,7 +67,7 @@ class HostPolicy:
     extra: frozenset[str] = frozenset()
 
     @classmethod
-    def build(cls, configured_host: str, allowed_hosts: Iterable[str]) -> "HostPolicy":
+    def build(cls, configured_host: str, allowed_hosts: Iterable[str]) -> HostPolicy:
         names = set()
         for entry in allowed_hosts:
             parsed = split_host(entry)

@@ -1,4 +1,9 @@
-"""Every failure leaves the server as a JSON body with a message that says what to fix."""
+"""Every failure leaves the server as a JSON body with a message that says what to fix.
+
+Why one handler per family: library code raises a ``HelixError`` subclass (helix_context/errors.py)
+and ``http_status`` decides its status, so routes never translate exceptions themselves. Anything
+else is a bug: it answers 500 with the exception's class name only; the traceback goes to the log.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +14,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from helix_context.errors import HelixError, http_status
+
 log = logging.getLogger("helix.server")
 
 
-class HelixHTTPError(Exception):
-    """Raised by library code that knows the status and the advice."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.kind = kind
-
-
-def error_body(message: str, kind: str, **extra: object) -> dict:
+def error_body(message: str, kind: str, **extra: object) -> dict[str, dict[str, object]]:
     return {"error": {"message": message, "type": kind, **extra}}
 
 
@@ -36,9 +33,9 @@ def install_error_handlers(app: FastAPI) -> None:
         message = "invalid request: " + "; ".join(problems)
         return JSONResponse(error_body(message, "invalid_request_error"), status_code=422)
 
-    @app.exception_handler(HelixHTTPError)
-    async def _helix(request: Request, exc: HelixHTTPError) -> JSONResponse:
-        return JSONResponse(error_body(exc.message, exc.kind), status_code=exc.status)
+    @app.exception_handler(HelixError)
+    async def _helix(request: Request, exc: HelixError) -> JSONResponse:
+        return JSONResponse(error_body(exc.message, exc.kind), status_code=http_status(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -8,10 +8,13 @@ import inspect
 import logging
 import os
 import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
 
 from helix_context import signals
 from helix_context.config import Settings, load_config
@@ -19,22 +22,75 @@ from helix_context.server import lifeline
 from helix_context.server.errors import install_error_handlers
 from helix_context import redact as log_redact
 from helix_context.server.browser_guard import HostPolicy
+from helix_context.server import (routes_admin, routes_context, routes_dashboard, routes_genes, routes_health,
+                                  routes_proxy, routes_sources)
 from helix_context.server.security import GuardMiddleware
 from helix_context.telemetry import Telemetry, instrument_app
 
 log = logging.getLogger("helix.server")
 
-# Route modules register themselves here; each is a small APIRouter module. A module may also offer
-# `fast_path(app) -> ASGI app`: a hot route answered before FastAPI's routing (routes_proxy does).
-ROUTERS = (
-    "helix_context.server.routes_health",
-    "helix_context.server.routes_admin",
-    "helix_context.server.routes_context",
-    "helix_context.server.routes_dashboard",
-    "helix_context.server.routes_genes",
-    "helix_context.server.routes_proxy",
-    "helix_context.server.routes_sources",
-)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One HTTP route: method, path and the function that answers it (go-to-definition leads there)."""
+
+    method: str
+    path: str
+    endpoint: Callable[..., Any]
+    tag: str
+    options: dict[str, Any] = field(default_factory=dict)  # status_code, response_class, include_in_schema …
+
+
+def routes() -> list[Route]:
+    """Every route the backend answers, in one table; create_app builds the app from it and nothing else."""
+    H, A, C, D = routes_health, routes_admin, routes_context, routes_dashboard
+    G, P, S = routes_genes, routes_proxy, routes_sources
+    no_schema = {"include_in_schema": False}
+    raw = {"response_model": None}  # the handler returns a Response itself
+    return [
+        Route("GET", "/health", H.health, "health"),
+        Route("GET", "/health/history", H.health_history, "health"),
+        Route("POST", "/admin/announce_restart", A.announce_restart, "admin"),
+        Route("POST", "/admin/shutdown", A.shutdown, "admin"),
+        Route("GET", "/admin/ribosome", A.ribosome_state, "admin"),
+        Route("POST", "/admin/ribosome/pause", A.ribosome_pause, "admin"),
+        Route("POST", "/admin/ribosome/resume", A.ribosome_resume, "admin"),
+        Route("POST", "/admin/refresh", A.refresh, "admin"),
+        Route("POST", "/admin/vacuum", A.vacuum, "admin"),
+        Route("POST", "/admin/checkpoint", A.checkpoint, "admin"),
+        Route("POST", "/admin/compact", A.compact, "admin"),
+        Route("POST", "/admin/kv-backfill", A.kv_backfill, "admin"),
+        Route("POST", "/context", C.context, "context"),
+        Route("POST", "/context/packet", C.context_packet, "context"),
+        Route("POST", "/context/refresh-plan", C.refresh_plan, "context"),
+        Route("POST", "/fingerprint", C.fingerprint, "context"),
+        Route("POST", "/ingest", C.ingest, "context"),
+        Route("GET", "/stats", C.stats, "context"),
+        Route("GET", "/dashboard", D.dashboard_page, "dashboard", {"response_class": HTMLResponse, **no_schema}),
+        Route("GET", "/dashboard/static/{filename}", D.dashboard_static, "dashboard", no_schema),
+        Route("GET", "/dashboard/data", D.dashboard_data, "dashboard"),
+        Route("GET", "/genes/{gene_id}", G.get_gene, "genes"),
+        Route("GET", "/genes/{gene_id}/neighbors", G.gene_neighbors, "genes"),
+        Route("POST", P.CHAT_PATH, P.chat_completions, "proxy", raw),
+        Route("GET", "/v1/models", P.list_models, "proxy", raw),
+        Route("GET", "/sessions", P.sessions, "proxy"),
+        Route("POST", "/consolidate", P.consolidate_sessions, "proxy"),
+        Route("GET", "/sources", S.list_sources, "sources"),
+        Route("POST", "/sources", S.add_source, "sources", {"status_code": 202}),
+        Route("DELETE", "/sources", S.remove_source, "sources"),
+        Route("POST", "/sources/pause", S.pause, "sources"),
+        Route("POST", "/sources/resume", S.resume, "sources"),
+    ]
+
+
+def _add_routes(app: FastAPI, table: list[Route]) -> None:
+    for route in table:
+        app.add_api_route(route.path, route.endpoint, methods=[route.method], tags=[route.tag], **route.options)
+    # the hot chat route is also answered before FastAPI's routing (routes_proxy.fast_path); added before
+    # the guard, so inside it: keys and body limits still apply
+    chat = next(r for r in app.router.routes if getattr(r, "path", None) == routes_proxy.CHAT_PATH)
+    app.add_middleware(routes_proxy.fast_path, route=chat)
 
 
 def _no_native_telemetry() -> dict[str, Any]:
@@ -65,13 +121,6 @@ async def _prune_periodically(helix: Any) -> None:
             await asyncio.to_thread(helix.retention.run)
 
 
-def start_sources(helix: Any) -> Any:
-    """The living index: sources indexed, reconciled and watched from now on (sources/service.py)."""
-    from helix_context.sources.service import SourcesService
-
-    service = SourcesService(helix)
-    service.start()
-    return service
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -79,26 +128,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from helix_context.manager import HelixContextManager
+        from helix_context.manager import HelixContextManager, open_genome
+        from helix_context.sources.service import SourcesService
 
         app.state.started_at = time.time()
-        helix = HelixContextManager(settings)
+        genome = open_genome(settings)
+        # the living index: sources indexed, reconciled and watched from now on (sources/service.py)
+        sources = SourcesService(genome, settings)
+        helix = HelixContextManager(settings, genome=genome, telemetry=telemetry, sources=sources)
         app.state.helix = helix
         helix.actor = f"server pid {os.getpid()}"
-        helix.telemetry = telemetry
         telemetry.observe_genome(helix.genome_gauges)
         # load models in the background: /health answers at once (the supervisor's restart clock is
         # ticking), and a request that needs a part waits on that part's lock, not on all of them
         app.state.warmup = asyncio.create_task(asyncio.to_thread(helix.load_parts))
         app.state.warmup.add_done_callback(_freeze_heap)
-        app.state.sources = await asyncio.to_thread(start_sources, helix)
+        await asyncio.to_thread(sources.start, helix)
+        app.state.sources = sources
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home)
         app.state.housekeeping = asyncio.create_task(_prune_periodically(helix))
         lifeline.watch_supervisor(os.environ, home=settings.home)  # exit with our supervisor (lifeline.py)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
         try:
-            yield
+            async with routes_dashboard.lifespan(app), routes_proxy.lifespan(app):
+                yield
         finally:
             app.state.housekeeping.cancel()
             await asyncio.to_thread(app.state.sources.stop)
@@ -122,14 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     telemetry = Telemetry(settings, "helix-backend")
     app.state.telemetry = telemetry
     install_error_handlers(app)
-    import importlib
-
-    for module_name in ROUTERS:
-        module = importlib.import_module(module_name)
-        app.include_router(module.router)
-        fast_path = getattr(module, "fast_path", None)
-        if fast_path is not None:  # added before the guard, so inside it: keys and body limits still apply
-            app.add_middleware(fast_path)
+    _add_routes(app, routes())
     app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes,
                        hosts=HostPolicy.build(settings.server.host, settings.server.allowed_hosts))
     instrument_app(app, telemetry)  # outermost: also counts 401/413 answers

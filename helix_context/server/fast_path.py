@@ -26,10 +26,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+from starlette.types import Message, Receive, Scope, Send
 
 
 def is_json_body(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -56,7 +56,7 @@ def _posix_alive(pid: int) -> Callable[[], bool]:
 def _windows_alive(pid: int) -> Callable[[], bool]:
     import ctypes
 
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]  # Windows only: the Linux stubs have no ctypes.WinDLL
     synchronize, wait_timeout = 0x00100000, 0x00000102
     handle = kernel32.OpenProcess(synchronize, False, pid)
     if not handle:

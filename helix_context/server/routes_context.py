@@ -5,46 +5,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import Depends
 
 from helix_context.config import Settings
-from helix_context.ingest.pipeline import ApiTextRefused
 from helix_context.manager import HelixContextManager
 from helix_context.server.deps import get_helix, get_settings
-from helix_context.server.errors import HelixHTTPError
-from helix_context.server.models import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
-
-router = APIRouter(tags=["context"])
+from helix_context.errors import Forbidden, InvalidRequest, NotFound, UnprocessableRequest
+from helix_context.server.bodies import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
 
 
-def _bad_request(exc: ValueError) -> HelixHTTPError:
-    return HelixHTTPError(400, str(exc))
-
-
-@router.post("/context")
 def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Expressed context for a query, with ContextHealth and the tier used."""
-    try:
-        window = helix.build_context(body.query, budget_tokens=body.budget_tokens, model=body.model,
-                                     project=body.project, party=body.party, prompt_tokens=body.prompt_tokens,
-                                     context_window=body.context_window)
-    except ValueError as exc:
-        raise _bad_request(exc) from None
+    window = helix.build_context(body.query, budget_tokens=body.budget_tokens, model=body.model,
+                                 project=body.project, party=body.party, prompt_tokens=body.prompt_tokens,
+                                 context_window=body.context_window)
     return window.to_dict()
 
 
-@router.post("/context/packet")
 def context_packet(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Pointers with a trust verdict each, and what to refresh."""
-    try:
-        packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
-                              max_genes=body.max_genes, group_by=body.group_by)
-    except ValueError as exc:
-        raise _bad_request(exc) from None
+    packet = helix.packet(body.query, body.task_type, project=body.project, party=body.party,
+                          max_genes=body.max_genes, group_by=body.group_by)
     return packet.to_dict()
 
 
-@router.post("/context/refresh-plan")
 def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Only what to re-read or re-ingest before trusting an answer to this query."""
     data = context_packet(body, helix)
@@ -52,63 +36,47 @@ def refresh_plan(body: PacketRequest, helix: HelixContextManager = Depends(get_h
             "known_empty": data["known_empty"], "notes": data["notes"]}
 
 
-@router.post("/fingerprint")
 def fingerprint(body: FingerprintRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
-    try:
-        results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party,
-                                    group_by=body.group_by)
-    except ValueError as exc:
-        raise _bad_request(exc) from None
+    results = helix.fingerprint(body.query, body.max_results, project=body.project, party=body.party,
+                                group_by=body.group_by)
     return {"query": body.query, "group_by": body.group_by, "results": results}
 
 
 def _allowed(path: Path, settings: Settings) -> bool:
-    for root in settings.server.allowed_ingest_roots:
-        try:
-            path.relative_to(Path(root).expanduser().resolve())
-            return True
-        except ValueError:
-            continue
-    return False
+    return any(path.is_relative_to(Path(root).expanduser().resolve()) for root in settings.server.allowed_ingest_roots)
 
 
-@router.post("/ingest")
 def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
            settings: Settings = Depends(get_settings)) -> dict[str, Any]:
     """Text with metadata, or {path} of a file or folder under an allowed root."""
     if (body.content is None) == (body.path is None):
-        raise HelixHTTPError(422, "send either 'content' (text to ingest) or 'path' (a file or folder), not both")
+        raise UnprocessableRequest("send either 'content' (text to ingest) or 'path' (a file or folder), not both")
     if body.path is not None:
         path = Path(body.path).expanduser()
         try:
             resolved = path.resolve()
         except (OSError, RuntimeError):
-            raise HelixHTTPError(400, f"cannot resolve {body.path}") from None
+            raise InvalidRequest(f"cannot resolve {body.path}") from None
         if not _allowed(resolved, settings):
             roots = ", ".join(settings.server.allowed_ingest_roots) or "none configured"
-            raise HelixHTTPError(403, f"{resolved} is not under an allowed ingest root ({roots}); add its folder to "
-                                      "[server] allowed_ingest_roots in helix.toml, or use `helix ingest PATH`",
-                                 "forbidden")
+            raise Forbidden(f"{resolved} is not under an allowed ingest root ({roots}); add its folder to "
+                            "[server] allowed_ingest_roots in helix.toml, or use `helix ingest PATH`")
         if not resolved.exists():
-            raise HelixHTTPError(404, f"{resolved} does not exist", "not_found")
+            raise NotFound(f"{resolved} does not exist")
         # a followed symlink may point anywhere under the allowed roots, never outside them
-        roots = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
-        report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=roots)
+        root_paths = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
+        report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=root_paths)
         return report.to_dict()
     if not body.content or not body.content.strip():
-        raise HelixHTTPError(422, "content is empty: nothing to ingest")
+        raise UnprocessableRequest("content is empty: nothing to ingest")
     if "\x00" in body.content:
-        raise HelixHTTPError(422, "content contains NUL bytes: send text, not binary data")
+        raise UnprocessableRequest("content contains NUL bytes: send text, not binary data")
     metadata = body.metadata_dict()
     if body.project and "project" not in metadata:
         metadata["project"] = body.project
-    try:
-        report = helix.ingest(body.content, body.content_type, metadata, embed=body.embed)
-    except ApiTextRefused as exc:
-        raise HelixHTTPError(409, str(exc), "conflict") from None
+    report = helix.ingest(body.content, body.content_type, metadata, embed=body.embed)  # IngestRefused: 409
     return report.to_dict()
 
 
-@router.get("/stats")
 def stats(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     return helix.stats()

@@ -30,9 +30,10 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
+from collections.abc import AsyncIterator, Iterable
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from helix_context import signals
@@ -152,7 +153,7 @@ def summarize(snapshot: dict[str, Any] | None) -> dict[str, Any]:
     tokens = {t: sum(p["sum"] for p in pts)
               for t, pts in _by_attr(_series(snapshot, "histograms", "gen_ai.client.token.usage"), "gen_ai.token.type").items()}
     chat = _merge_hist(_series(snapshot, "histograms", "gen_ai.client.operation.duration"))
-    models = {m: _merge_hist(pts)["count"] for m, pts in  # type: ignore[index]
+    models = {m: _merge_hist(pts)["count"] for m, pts in  # type: ignore[index]  # _merge_hist returns a dict for a non-empty series
               _by_attr(_series(snapshot, "histograms", "gen_ai.client.operation.duration"), "gen_ai.request.model").items()}
     stages = {s: {"count": h["count"], **_pcts(h)} for s, pts in
               _by_attr(_series(snapshot, "histograms", "helix.retrieval.duration"), "stage").items()
@@ -283,7 +284,7 @@ class DashboardHistory:
                 point["compression"] = {"ratio_avg": _r(_avg(ratio))}
             # cumulative values are useful on every point (ingest progress, genome)
             point["totals"] = {
-                "requests": _merge_hist(http_cur)["count"] if http_cur else 0,  # type: ignore[index]
+                "requests": _merge_hist(http_cur)["count"] if http_cur else 0,  # type: ignore[index]  # _merge_hist returns a dict for a non-empty series
                 "ingest_files": sum(_counter_by(cur, "helix.ingest.files", None).values()),
                 "ingest_genes": sum(_counter_by(cur, "helix.ingest.genes", None).values()),
                 "ingest_bytes": sum(_counter_by(cur, "helix.ingest.bytes", None).values()),
@@ -352,7 +353,7 @@ async def _sampler(app: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _lifespan(app: Any) -> AsyncIterator[None]:
+async def lifespan(app: Any) -> AsyncIterator[None]:
     history_for(app)
     task = asyncio.create_task(_sampler(app), name="helix-dashboard-sampler")
     try:
@@ -363,8 +364,6 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
             await task
 
 
-router = APIRouter(tags=["dashboard"], lifespan=_lifespan)
-
 
 def _strip_buckets(snapshot: dict[str, Any]) -> dict[str, Any]:
     hists = {}
@@ -374,7 +373,6 @@ def _strip_buckets(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {**snapshot, "histograms": hists}
 
 
-@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard_page() -> Response:
     page = STATIC_DIR / "dashboard.html"
     if not page.is_file():
@@ -383,7 +381,6 @@ def dashboard_page() -> Response:
     return FileResponse(page, media_type="text/html; charset=utf-8", headers=_NO_CACHE)
 
 
-@router.get("/dashboard/static/{filename}", include_in_schema=False)
 def dashboard_static(filename: str) -> Response:
     allowed = {p.name: p for p in STATIC_DIR.iterdir() if p.is_file()} if STATIC_DIR.is_dir() else {}
     path = allowed.get(filename)
@@ -393,7 +390,6 @@ def dashboard_static(filename: str) -> Response:
     return FileResponse(path, media_type=_CONTENT_TYPES[path.suffix], headers=_NO_CACHE)
 
 
-@router.get("/dashboard/data")
 def dashboard_data(request: Request,
                    since: float | None = Query(None, description="only history points newer than this unix time"),
                    buckets: bool = Query(False, description="include raw histogram buckets in the snapshot")

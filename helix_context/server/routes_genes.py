@@ -11,14 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 
+from helix_context.errors import NotFound, UnprocessableRequest
 from helix_context.manager import HelixContextManager
 from helix_context.models import Gene
 from helix_context.server.deps import get_helix
-from helix_context.server.errors import HelixHTTPError
-
-router = APIRouter(prefix="/genes", tags=["genes"])
 
 MAX_GENE_ID_CHARS = 128
 
@@ -26,12 +24,12 @@ MAX_GENE_ID_CHARS = 128
 def _lookup(helix: HelixContextManager, gene_id: str) -> Gene:
     gene_id = gene_id.strip()
     if not gene_id or len(gene_id) > MAX_GENE_ID_CHARS:
-        raise HelixHTTPError(422, f"gene_id must be 1-{MAX_GENE_ID_CHARS} characters (the 'gene_id' of a "
-                                  "/context gene or /context/packet item)")
+        raise UnprocessableRequest(f"gene_id must be 1-{MAX_GENE_ID_CHARS} characters (the 'gene_id' of a "
+                                   "/context gene or /context/packet item)")
     gene = helix.genome.get_gene(gene_id)
     if gene is None:
-        raise HelixHTTPError(404, f"no gene {gene_id!r} in the genome; gene ids come from /context 'genes', "
-                                  "/context/packet items or /fingerprint results", "not_found")
+        raise NotFound(f"no gene {gene_id!r} in the genome; gene ids come from /context 'genes', "
+                       "/context/packet items or /fingerprint results")
     return gene
 
 
@@ -64,7 +62,6 @@ def gene_detail(gene: Gene, sources: list[tuple[str, int, int]]) -> dict[str, An
     }
 
 
-@router.get("/{gene_id}")
 def get_gene(gene_id: str, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """The gene with its content, provenance, attribution, every source span, facts and tags."""
     gene = _lookup(helix, gene_id)
@@ -72,7 +69,6 @@ def get_gene(gene_id: str, helix: HelixContextManager = Depends(get_helix)) -> d
     return gene_detail(gene, sources)
 
 
-@router.get("/{gene_id}/neighbors")
 def gene_neighbors(gene_id: str, limit: int = Query(10, ge=1, le=200, description="most neighbours to return"),
                    helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Genes delivered together with this one before, strongest link first (score = times together)."""

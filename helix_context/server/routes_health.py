@@ -6,16 +6,13 @@ import os
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from helix_context.manager import HelixContextManager
 from helix_context.server.deps import get_helix
 from helix_context.server.security import request_has_key
 
-router = APIRouter(tags=["health"])
 
-
-@router.get("/health")
 def health(request: Request, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """ok / degraded, each optional part, the upstream, the PID.
 
@@ -30,6 +27,5 @@ def health(request: Request, helix: HelixContextManager = Depends(get_helix)) ->
     return report
 
 
-@router.get("/health/history")
 def health_history(helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     return {"history": helix.health_history()}

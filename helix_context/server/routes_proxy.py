@@ -1,6 +1,6 @@
 """POST /v1/chat/completions, GET /v1/models, GET /sessions, POST /consolidate.
 
-Thin: parse, call the proxy library (helix_context.proxy / ribosome), shape the answer.
+Thin: parse, call the proxy library (helix_context.llm: chat, ribosome), shape the answer.
 Errors keep OpenAI's shape ``{"error": {"message", "type", "code"}}`` so OpenAI
 clients raise their usual exceptions with Helix's advice in the message.
 """
@@ -11,27 +11,27 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from helix_context.manager import HelixContextManager
-from helix_context.proxy import ChatCompletionRequest, ChatProxy, ClientGone, ProxyError
-from helix_context.ribosome import consolidate
+from helix_context.llm.chat import ChatProxy
+from helix_context.llm.ribosome import consolidate
+from helix_context.llm.upstream import ClientGone, ProxyError
+from helix_context.llm.wire import ChatCompletionRequest
 from helix_context.server.deps import get_helix
 from helix_context.server.fast_path import JsonFastPath
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     proxy = getattr(app.state, "proxy", None)
     if proxy is not None:
         await proxy.aclose()
         app.state.proxy = None
 
-
-router = APIRouter(tags=["proxy"], lifespan=_lifespan)
 
 
 CHAT_PATH = "/v1/chat/completions"
@@ -72,7 +72,6 @@ async def answer_chat(proxy: ChatProxy, body: ChatCompletionRequest, request: Re
         return Response(status_code=499)  # nobody is listening; keeps the access log honest
 
 
-@router.post(CHAT_PATH, response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request,
                            proxy: ChatProxy = Depends(get_proxy)) -> Response:
     """OpenAI chat completions with Helix context injected (headers: X-Helix-Session, X-Helix-Inject: off)."""
@@ -83,14 +82,13 @@ async def _fast_chat(request: Request, body: ChatCompletionRequest) -> Response:
     return await answer_chat(proxy_for(request.app), body, request)
 
 
-def fast_path(app: Any) -> Any:
+def fast_path(app: Any, *, route: Any) -> Any:
     """The app factory wraps its routes in this, inside the guard: well-formed chats skip FastAPI's
-    per-request machinery and anything else reaches the route above (see helix_context.server.fast_path)."""
-    route = next(r for r in router.routes if getattr(r, "path", None) == CHAT_PATH)
+    per-request machinery and anything else reaches `route`, the chat route above (see
+    helix_context.server.fast_path)."""
     return JsonFastPath(app, route=route, model=ChatCompletionRequest, handler=_fast_chat)
 
 
-@router.get("/v1/models", response_model=None)
 async def list_models(proxy: ChatProxy = Depends(get_proxy)) -> JSONResponse | dict[str, Any]:
     """The upstream's models in OpenAI's list shape (Ollama's /api/tags translated)."""
     try:
@@ -99,7 +97,6 @@ async def list_models(proxy: ChatProxy = Depends(get_proxy)) -> JSONResponse | d
         return JSONResponse(exc.body(), status_code=exc.status)
 
 
-@router.get("/sessions")
 async def sessions(limit: int = Query(50, ge=1, le=1000), proxy: ChatProxy = Depends(get_proxy),
                    helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Chat sessions seen by the proxy, most recent first: id, agent, last seen, requests, genes delivered."""
@@ -107,7 +104,6 @@ async def sessions(limit: int = Query(50, ge=1, le=1000), proxy: ChatProxy = Dep
     return {"sessions": await run_in_threadpool(helix.genome.sessions, limit)}
 
 
-@router.post("/consolidate")
 async def consolidate_sessions(limit: int = Query(2000, ge=1, le=100_000), proxy: ChatProxy = Depends(get_proxy),
                                helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
     """Distil the session buffer into "session notes" genes (ribosome summary when enabled and not paused)."""

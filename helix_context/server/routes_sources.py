@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from helix_context.server.errors import HelixHTTPError
-from helix_context.sources.registry import SourceError
+from helix_context.errors import Unavailable, UnprocessableRequest
 from helix_context.sources.service import SourcesService
-
-router = APIRouter(prefix="/sources", tags=["sources"])
 
 
 class AddSource(BaseModel):
@@ -34,25 +31,18 @@ class RemoveSource(BaseModel):
 def _service(request: Request) -> SourcesService:
     service = getattr(request.app.state, "sources", None)
     if service is None:
-        raise HelixHTTPError(503, "sources are not running yet (the backend is starting); retry in a moment",
-                             "unavailable")
+        raise Unavailable("sources are not running yet (the backend is starting); retry in a moment")
     return service
 
 
-@router.get("")
 def list_sources(request: Request) -> dict[str, Any]:
     return _service(request).status()
 
 
-@router.post("", status_code=202)
 def add_source(body: AddSource, request: Request) -> dict[str, Any]:
-    try:
-        return _service(request).add(body.path, body.project)
-    except SourceError as exc:
-        raise HelixHTTPError(400, str(exc)) from None
+    return _service(request).add(body.path, body.project)  # SourceError: 400
 
 
-@router.delete("")
 async def remove_source(request: Request, path: str | None = Query(None, max_length=4096),
                         forget: bool = Query(False)) -> JSONResponse:
     """The folder in a JSON body {"path", "forget"} or in the query string (?path=…&forget=true)."""
@@ -60,20 +50,15 @@ async def remove_source(request: Request, path: str | None = Query(None, max_len
     if path is None:
         try:
             body = RemoveSource.model_validate_json(await request.body() or b"{}")
-        except ValueError:
-            raise HelixHTTPError(422, 'send {"path": "<folder>", "forget": false} or ?path=<folder>') from None
+        except ValidationError:
+            raise UnprocessableRequest('send {"path": "<folder>", "forget": false} or ?path=<folder>') from None
         path, forget = body.path, body.forget
-    try:
-        return JSONResponse(await asyncio.to_thread(service.remove, path, forget=forget))
-    except SourceError as exc:
-        raise HelixHTTPError(404, str(exc), "not_found") from None
+    return JSONResponse(await asyncio.to_thread(service.remove, path, forget=forget))  # SourceNotFound: 404
 
 
-@router.post("/pause")
 def pause(request: Request) -> dict[str, Any]:
     return _service(request).pause()
 
 
-@router.post("/resume")
 def resume(request: Request) -> dict[str, Any]:
     return _service(request).resume()

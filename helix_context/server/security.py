@@ -11,7 +11,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from helix_context.server.browser_guard import HostPolicy, cross_site_message, cross_site_refusal
 
@@ -38,7 +39,7 @@ def _query_param(raw: bytes, name: str) -> str:
     return values[0] if values else ""
 
 
-def _with_cookie(send: "Send", name: str, value: str) -> "Send":
+def _with_cookie(send: Send, name: str, value: str) -> Send:
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             cookie = f"{name}={value}; Path=/dashboard; HttpOnly; SameSite=Strict".encode("latin-1")

@@ -21,7 +21,7 @@ from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
 from helix_context.sources import registry
-from helix_context.sources.registry import SourceError
+from helix_context.errors import SourceError
 
 
 class Backend:
@@ -50,6 +50,8 @@ class Backend:
         if response.status_code >= 400:
             message = (data.get("error") or {}).get("message") if isinstance(data, dict) else None
             raise SourceError(message or f"the backend answered {response.status_code} for {method} {path}")
+        if not isinstance(data, dict):
+            raise SourceError(f"the backend answered {method} {path} with something that is not a JSON object")
         return data
 
     def close(self) -> None:

@@ -15,11 +15,8 @@ from typing import Any
 from helix_context.genome import sources_sql
 from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.store import Genome
+from helix_context.errors import SourceError, SourceNotFound
 from helix_context.sources import projects
-
-
-class SourceError(ValueError):
-    """A folder cannot be a source; the message says what to do."""
 
 
 def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: bool = False) -> Path:
@@ -87,7 +84,7 @@ def record_remove(genome: Genome, raw: str | Path, *, forget: bool) -> dict[str,
     """Without a backend: stop watching at once; with `forget`, the next start retires the folder's genes."""
     row = find(genome, raw)
     if row is None:
-        raise SourceError(f"{raw} is not a source; `helix sources list` shows them")
+        raise SourceNotFound(f"{raw} is not a source; `helix sources list` shows them")
     if forget:
         sources_sql.set_pending(genome, row.path, "forget")
         sources_sql.set_state(genome, row.path, "removing", last_error=None)

@@ -30,22 +30,21 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from helix_context.config import Settings
 from helix_context.genome import sources_sql
-from helix_context.genome.store import GenomeError
+from helix_context.genome.store import Genome
+from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.projects import assign, ensure_projects
-from helix_context.sources.registry import SourceError, find, resolve_folder
+from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.weigh import Packet, PacketItem
-
-if TYPE_CHECKING:
-    from helix_context.manager import HelixContextManager
 
 log = logging.getLogger("helix.sources")
 
@@ -76,12 +75,26 @@ class Progress:
     kind: str = ""
 
 
+class Indexer(Protocol):
+    """The ingest the service indexes through (HelixContextManager), so a watched file becomes
+    exactly the genes a manual `helix ingest` would make."""
+
+    def ingest_path(self, path: str | Path | Sequence[str | Path], *, project: str | None = None,
+                    embed: bool = True, progress: Callable[[int, int, str], None] | None = None,
+                    confine_to: Sequence[str | Path] | None = None) -> IngestReport: ...
+
+    def start_parse_workers(self) -> None: ...
+
+
 class SourcesService:
-    def __init__(self, helix: HelixContextManager) -> None:
-        self.helix = helix
-        self.genome = helix.genome
-        self.settings = helix.settings
-        self.cfg = helix.settings.sources
+    """The living index. Built before the manager (which annotates packets through it) and started
+    with the manager as its Indexer, so neither sets anything on the other."""
+
+    def __init__(self, genome: Genome, settings: Settings) -> None:
+        self.genome = genome
+        self.settings = settings
+        self.cfg = settings.sources
+        self._indexer: Indexer | None = None  # given by start()
         self._cond = threading.Condition()
         self._work: dict[str, _Work] = {}
         self._watchers: dict[str, FolderWatcher] = {}
@@ -101,8 +114,9 @@ class SourcesService:
 
     # ── life cycle ──
 
-    def start(self) -> None:
+    def start(self, indexer: Indexer) -> None:
         """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
+        self._indexer = indexer
         ensure_projects(self.genome)  # sources recorded before projects were required get one
         for row in sources_sql.list_sources(self.genome):
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
@@ -114,7 +128,11 @@ class SourcesService:
                 self._watch(row.path)
         self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
         self._thread.start()
-        self.helix.sources = self  # packets of watched folders say when the watcher is replacing an item
+
+    def _index(self) -> Indexer:
+        if self._indexer is None:
+            raise RuntimeError("SourcesService.start(indexer) was not called")  # a bug in the caller
+        return self._indexer
 
     def stop(self) -> None:
         with self._cond:
@@ -128,8 +146,6 @@ class SourcesService:
         self._watchers.clear()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if getattr(self.helix, "sources", None) is self:
-            self.helix.sources = None
 
     # ── user actions ──
 
@@ -152,7 +168,7 @@ class SourcesService:
     def remove(self, raw: str, *, forget: bool = False) -> dict[str, Any]:
         row = find(self.genome, raw)
         if row is None:
-            raise SourceError(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
+            raise SourceNotFound(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
         key = row.path
         self._unwatch(key)
         with self._cond:
@@ -389,7 +405,7 @@ class SourcesService:
                     if record is not None:
                         changed.add(raw)
                     continue
-                if record is None or record.mtime_ns != st.st_mtime_ns or record.size != st.st_size:
+                if record is None or not record.stat_matches(st.st_size, st.st_mtime_ns):
                     changed.add(raw)
             if changed:
                 work = self._work.setdefault(key, _Work())
@@ -421,7 +437,7 @@ class SourcesService:
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
                 self._set_state(key, "error", f"{exc}")
-            except Exception as exc:  # noqa: BLE001 - one folder's failure must not stop the others
+            except Exception as exc:  # one folder's failure must not stop the others
                 log.exception("indexing %s failed", key)
                 self._set_state(key, "error", f"{type(exc).__name__}: {exc}")
             finally:
@@ -466,7 +482,7 @@ class SourcesService:
         with self._cond:
             self._progress = Progress(key, 0, 0, "full")
         self._set_state(key, "indexing", None)
-        report = self.helix.ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
+        report = self._index().ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
         self._skips[key] = {s["path"]: s["reason"] for s in report.files_skipped if not s["reason"].startswith(_GONE)}
         self._record(key, report)
         self._schedule_recheck(key, set())
@@ -493,14 +509,14 @@ class SourcesService:
             groups.setdefault(name, []).append(raw)
         total = sum(len(g) for g in groups.values())
         if total >= 8 and not self.settings.embedding.enabled:
-            self.helix.start_parse_workers()  # a checkout without embeddings: parsed on every core
+            self._index().start_parse_workers()  # a checkout without embeddings: parsed on every core
         done = 0
         skips = self._skips.setdefault(key, {})
         last: IngestReport | None = None
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
-        for name, group in groups.items():
-            last = self.helix.ingest_path(group, project=name,
+        for group_project, group in groups.items():
+            last = self._index().ingest_path(group, project=group_project,
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:

@@ -72,7 +72,7 @@ class FolderWatcher:
                 self._watch(key)
             except FileNotFoundError:
                 continue  # removed between the check and the watch: the loop reports it
-            except Exception as exc:  # noqa: BLE001 - a watch that breaks must not take the backend with it
+            except Exception as exc:  # a watch that breaks must not take the backend with it
                 self.error = f"{type(exc).__name__}: {exc}"
                 if not self.polling:
                     # native events can run out (inotify's max_user_watches on a huge tree): poll instead
@@ -95,9 +95,10 @@ class FolderWatcher:
             self.ready.set()
             while not self._stop.is_set():
                 raw = notify.watch(cfg.debounce_ms, cfg.quiet_ms, int(cfg.missing_check_s * 1000), self._stop)
-                if raw in ("stop", "signal"):
-                    return
-                if raw != "timeout":
+                if isinstance(raw, str):  # "stop", "signal" or "timeout"
+                    if raw in ("stop", "signal"):
+                        return
+                else:
                     paths = {path for _change, path in raw if self._wanted(path)}
                     if paths:
                         self._on_changes(key, paths)

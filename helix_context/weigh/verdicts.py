@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from helix_context.config import WeighSettings
+from helix_context.errors import InvalidRequest
 from helix_context.models import Retrieval, ScoredGene
 from helix_context.weigh.coordinates import _covers, _coverage, _query_tokens
 from helix_context.weigh.live_check import SourceCache, check_source
@@ -53,10 +54,10 @@ _QUERY_LEVEL_PREFIXES = (_OFF_TARGET_PREFIX, _ABSTAIN_PREFIX, _EMPTY_PREFIX, _RE
 _RELEVANCE_STRICTNESS = 0.25
 
 def validate_task_type(task_type: str) -> str:
-    """Normalise a task type; ValueError naming the valid ones otherwise."""
+    """Normalise a task type; InvalidRequest (a ValueError) naming the valid ones otherwise."""
     name = task_type.strip().lower() if isinstance(task_type, str) else ""
     if name not in _TASK_FACTOR:
-        raise ValueError(f"unknown task_type {task_type!r}; valid task types: {', '.join(TASK_TYPES)}")
+        raise InvalidRequest(f"unknown task_type {task_type!r}; valid task types: {', '.join(TASK_TYPES)}")
     return name
 
 
@@ -167,7 +168,7 @@ def _weigh_item(
 
 
 def refresh_targets(
-    items: "Packet | Iterable[PacketItem]",
+    items: Packet | Iterable[PacketItem],
     *,
     uncovered_paths: Iterable[str] = (),
     query_text: str = "",

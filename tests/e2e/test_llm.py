@@ -107,10 +107,7 @@ def llama_server(tmp_path_factory):
 
 @pytest.fixture
 def helix_proxy(llama_server, settings, server_factory, monkeypatch):
-    from helix_context.server import factory
 
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
     cfg = settings.replace(proxy={"upstream_url": llama_server, "upstream_kind": "auto", "timeout_s": 120.0},
                            embedding={"enabled": False}, assembly={"headroom": False})
     server = server_factory(cfg)

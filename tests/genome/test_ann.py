@@ -113,7 +113,7 @@ def test_change_log_is_trimmed_once_the_index_file_holds_it(tmp_path: Path) -> N
     vecs = clustered(200)
     g = Genome(tmp_path / "g.db")
     fill(g, vecs[:100])
-    count = lambda: g.conn.execute("SELECT COUNT(*) FROM vector_changes").fetchone()[0]  # noqa: E731
+    count = lambda: g.conn.execute("SELECT COUNT(*) FROM vector_changes").fetchone()[0]  # noqa: E731 - a one-line helper beside its only use
     assert count() == 100  # no index file yet: kept until the next open or the first index
     assert len(g.vector_index()) == 100
     assert count() == 0  # built and saved: nothing left to replay

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helix_context.genome.schema import FTS_VERSION, SCHEMA_VERSION
-from helix_context.genome.store import FileRecord, Genome, GenomeError, GenomeVersionError, SourceWrite, WriteResult
+from helix_context.errors import GenomeError, GenomeVersionError
+from helix_context.genome.store import FileRecord, Genome, SourceWrite, WriteResult
 from helix_context.models import Gene, Provenance
 
 
@@ -169,7 +170,7 @@ def test_full_disk_loses_nothing_already_stored(tmp_path: Path) -> None:
 
 def test_batch_write_rolls_back_only_the_file_that_fails(tmp_path: Path) -> None:
     g = Genome(tmp_path / "g.db")
-    broken = Gene(gene_id="b" * 32, content="BROKEN = 1", content_type=None, language=None,  # type: ignore[arg-type]
+    broken = Gene(gene_id="b" * 32, content="BROKEN = 1", content_type=None, language=None,  # type: ignore[arg-type]  # the wrong type is the input under test
                   source_path="b.py", project="demo", start_line=1, end_line=1)
     results = g.replace_sources([
         SourceWrite(rec("a.py"), "a.py", [(gene("ALPHA_PORT = 1"), None)]),

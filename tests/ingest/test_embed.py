@@ -97,7 +97,7 @@ def test_empty_input_and_empty_strings(int8: Embedder) -> None:
 
 def test_a_bare_string_is_refused(int8: Embedder) -> None:
     with pytest.raises(TypeError):
-        int8.embed("one string, not a list")  # type: ignore[arg-type]
+        int8.embed("one string, not a list")  # type: ignore[arg-type]  # the wrong type is the input under test
 
 
 def test_paraphrase_scores_closer_than_unrelated_text(int8: Embedder) -> None:

@@ -124,7 +124,8 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
 
 
 def test_workers_setting_is_checked(tmp_path: Path) -> None:
-    from helix_context.config import ConfigError, load_config
+    from helix_context.config import load_config
+    from helix_context.errors import ConfigError
 
     cfg = tmp_path / "helix.toml"
     cfg.write_text("[ingest]\nworkers = -2\n", encoding="utf-8")
@@ -191,7 +192,7 @@ def test_a_folder_ingest_starts_the_workers_before_the_ner_model_loads(tmp_path:
     seen: list[bool] = []
     original = HelixContextManager._load_tagger
 
-    def load_tagger(self: HelixContextManager):  # type: ignore[no-untyped-def]
+    def load_tagger(self: HelixContextManager):  # type: ignore[no-untyped-def]  # a stand-in patched onto the class for this test
         seen.append(self._parse_pool is not None and self._parse_pool.started)
         return original(self)
 

@@ -98,7 +98,7 @@ def test_a_c_file_is_parsed_once_for_chunks_and_symbols(monkeypatch: pytest.Monk
     calls: list[int] = []
 
     class Counting:  # the real parser, counting its parses
-        def parse(self, source, **kw):  # noqa: ANN001, ANN003, ANN202
+        def parse(self, source, **kw):
             calls.append(1)
             return real.parse(source, **kw)
 

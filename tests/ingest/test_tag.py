@@ -123,7 +123,7 @@ def test_ner_runs_on_prose_only_and_capped(monkeypatch: pytest.MonkeyPatch) -> N
             self.ents = [type("Ent", (), {"text": "Acme Corp", "label_": "ORG"})()] if "Acme" in text else []
 
     class FakeNlp:
-        def pipe(self, texts, batch_size=64):  # noqa: ANN001, ANN202
+        def pipe(self, texts, batch_size=64):
             texts = list(texts)
             seen.append(texts)
             return [FakeDoc(t) for t in texts]
@@ -185,7 +185,7 @@ def test_the_model_reads_at_most_ner_file_chars_of_a_file_and_later_prose_gets_r
     fed: list[str] = []
     real_pipe = tagger._nlp.pipe
 
-    def spy(texts, **kw):  # noqa: ANN001, ANN003, ANN202 - records what reaches the real model
+    def spy(texts, **kw):  # records what reaches the real model
         texts = list(texts)
         fed.extend(texts)
         return real_pipe(texts, **kw)

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "supervisor"))
 
-from supkit import ollama_stub, supervisors  # noqa: E402,F401  (shared fixtures)
+from supkit import ollama_stub, supervisors  # noqa: F401 - (shared fixtures)
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from launcher import desktop, pick_python
-from supervisor import core as sup_core
+from supervisor import lifecycle as sup_lifecycle
 from supervisor import process
 from supkit import fast_settings, serving, wait_until
 
@@ -153,7 +153,7 @@ def test_backend_spawn_options_per_platform():
 def test_the_windows_stop_path_restarts_a_real_backend(supervisors, monkeypatch):
     """IS_WINDOWS on: the supervisor asks the backend to stop itself over HTTP (no console signal reaches
     a windowless child there), then terminates and kills what is left of the tree."""
-    monkeypatch.setattr(sup_core, "IS_WINDOWS", True)
+    monkeypatch.setattr(sup_lifecycle, "IS_WINDOWS", True)
     monkeypatch.setattr(process, "IS_WINDOWS", True)
     settings = fast_settings()
     sup = supervisors.make(settings)

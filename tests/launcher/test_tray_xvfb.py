@@ -26,7 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -118,7 +119,7 @@ def _tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, 
         env["HELIX_TRAY_BACKEND"] = path
     else:
         try:
-            import tkinter  # noqa: F401
+            import tkinter  # noqa: F401 - a probe: is tkinter installed at all
         except ImportError:
             pytest.skip(f"{sys.executable} has no tkinter for the XEmbed icon's menu (apt-get install -y python3-tk)")
         # the XEmbed path as a user without gi has it
@@ -246,9 +247,9 @@ def test_ctrl_c_and_quit_end_the_tray_and_its_backend(path, how, xsession, tmp_p
         if how == "SIGINT":
             assert "no D-Bus session" in log_path.read_text(errors="replace")
             _choose(xsession, icon, "1", 0)  # the menu still opens (and Escape closes it)
-            trigger = lambda: tray.send_signal(signal.SIGINT)  # noqa: E731
+            trigger = lambda: tray.send_signal(signal.SIGINT)  # noqa: E731 - a one-line helper beside its only use
         else:
-            trigger = lambda: _choose(xsession, icon, "3", 6)  # noqa: E731
+            trigger = lambda: _choose(xsession, icon, "3", 6)  # noqa: E731 - a one-line helper beside its only use
         text = _ends_within_5s(tray, trigger, 0, log_path, env, pid)
         assert f"stopping ({how})" in text
     except AssertionError as exc:  # say what the tray itself logged

@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 REPO = Path(__file__).absolute().parents[2]
 TOOLS = {"Xvfb": "xvfb", "xdpyinfo": "x11-utils", "xwininfo": "x11-utils", "trayer": "trayer",
@@ -95,14 +96,14 @@ def system_gi_python() -> tuple[str, str]:
         if not cand or not Path(cand).exists() or cand in seen:
             continue
         seen.append(cand)
-        ver = subprocess.run([cand, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        ver = subprocess.run([cand, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
                              capture_output=True, text=True).stdout.strip()
-        if ver == "%d.%d" % sys.version_info[:2] and subprocess.run([cand, "-c", GI_PROBE],
+        if ver == ".".join(map(str, sys.version_info[:2])) and subprocess.run([cand, "-c", GI_PROBE],
                                                                     capture_output=True).returncode == 0:
             return cand, ""
-    return "", ("no system Python %d.%d that loads gi and AyatanaAppIndicator3 (apt-get install -y "
-                "python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1); looked at %s"
-                % (*sys.version_info[:2], ", ".join(seen) or "nothing"))
+    major, minor = sys.version_info[:2]
+    return "", (f"no system Python {major}.{minor} that loads gi and AyatanaAppIndicator3 (apt-get install -y "
+                f"python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1); looked at {', '.join(seen) or 'nothing'}")
 
 
 def make_gi_venv(system: str, venv: Path) -> str:

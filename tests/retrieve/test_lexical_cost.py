@@ -109,7 +109,7 @@ def test_exact_counts_are_remembered_until_the_genome_changes(genome: Genome) ->
     asked: list[list[str]] = []
     real = symbols_sql.term_doc_counts
 
-    def spy(conn, terms):  # noqa: ANN001, ANN202 - records which words reached fts5vocab
+    def spy(conn, terms):  # records which words reached fts5vocab
         asked.append(list(terms))
         return real(conn, terms)
 
@@ -130,7 +130,7 @@ def test_capped_counts_are_remembered_per_generation_with_the_same_numbers(genom
     reads: list[tuple[str, int]] = []
     real = lexicon.doc_count_upto
 
-    def spy(conn, expr, cap):  # noqa: ANN001, ANN202 - records which counts reached the index
+    def spy(conn, expr, cap):  # records which counts reached the index
         reads.append((expr, cap))
         return real(conn, expr, cap)
 

@@ -198,7 +198,7 @@ def test_bad_queries_get_clear_answers(loaded: HelixContextManager) -> None:
 
 
 def test_original_helix_packet_api(loaded: HelixContextManager) -> None:
-    from helix_context.context_packet import build_context_packet, get_refresh_targets
+    from helix_context.answer.packet import build_context_packet, get_refresh_targets
 
     packet = build_context_packet("server port", task_type="edit", genome=loaded.genome)
     assert packet.verified or packet.stale_risk

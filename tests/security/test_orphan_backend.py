@@ -109,17 +109,17 @@ class RecordingKernel32:
         self.fail = fail
         self.flags: list[int] = []
 
-    def CreateJobObjectW(self, attrs, name):  # noqa: N802 - the Win32 name
+    def CreateJobObjectW(self, attrs, name):  # the Win32 name
         self.calls.append(("CreateJobObjectW", attrs, name))
         return 0 if self.fail == "create" else 77
 
-    def SetInformationJobObject(self, handle, klass, info_ref, size):  # noqa: N802
+    def SetInformationJobObject(self, handle, klass, info_ref, size):
         info = ctypes.cast(info_ref, ctypes.POINTER(winjob.JOBOBJECT_EXTENDED_LIMIT_INFORMATION)).contents
         self.flags.append(info.BasicLimitInformation.LimitFlags)
         self.calls.append(("SetInformationJobObject", handle, klass, size))
         return 1
 
-    def AssignProcessToJobObject(self, job, process):  # noqa: N802
+    def AssignProcessToJobObject(self, job, process):
         self.calls.append(("AssignProcessToJobObject", job, process))
         return 0 if self.fail == "assign" else 1
 

@@ -58,7 +58,7 @@ class Attacker:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 data = (PAGE % {"backend": backend_port}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
@@ -66,7 +66,7 @@ class Attacker:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 attacker.seen.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                                       "body": self.rfile.read(length).decode("utf-8", "replace")})

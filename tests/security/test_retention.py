@@ -77,7 +77,7 @@ def test_rows_and_rss_level_off_under_sustained_traffic(tmp_path, helix_home, up
         def client(seed: int, contexts: int, chats: int) -> None:
             try:
                 run_client(seed, contexts, chats)
-            except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            except Exception as exc:  # reported by the main thread
                 errors.append(f"{type(exc).__name__}: {exc}")
 
         def run_client(seed: int, contexts: int, chats: int) -> None:

@@ -15,7 +15,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -66,7 +67,7 @@ class LiveServer:
                                                     lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> "LiveServer":
+    def start(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.thread.is_alive():
@@ -92,15 +93,6 @@ class Dashboard:
                          "ingest_files": 0, "ingest_genes": 0, "health": 0}
 
 
-def _has_dashboard(app: Any) -> bool:
-    from helix_context.server import factory
-
-    if "helix_context.server.routes_dashboard" in factory.ROUTERS:
-        return True
-    return any(getattr(route, "original_router", None) is routes_dashboard.router
-               or getattr(route, "path", None) == "/dashboard/data" for route in app.router.routes)
-
-
 @pytest.fixture
 def dashboard(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dashboard]:
     """The real app (create_app) on uvicorn, with telemetry wired like the backend does."""
@@ -111,8 +103,6 @@ def dashboard(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[D
     settings = settings.replace(server={"port": port}, telemetry={"grafana_url": GRAFANA_URL},
                                 embedding={"enabled": False}, ner={"enabled": False})
     app = create_app(settings)
-    if not _has_dashboard(app):
-        app.include_router(routes_dashboard.router)  # until the factory lists the router
     telemetry = getattr(app.state, "telemetry", None)
     own = telemetry is None
     if own:  # until create_app wires it

@@ -136,10 +136,7 @@ def test_rewritten_function_that_cannot_be_found_again_is_dropped(server, tree: 
 
 @pytest.fixture
 def proxied(settings, server_factory, tree: Path, monkeypatch):
-    from helix_context.server import factory
 
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
     with UpstreamStub() as stub:
         cfg = settings.replace(
             proxy={"upstream_url": stub.url, "upstream_kind": "auto", "timeout_s": 5.0, "connect_timeout_s": 1.0},

@@ -22,11 +22,11 @@ import openai
 import pytest
 from openai import OpenAI
 
-from helix_context.assemble import estimate_messages_tokens
-from helix_context.proxy import (
+from helix_context.answer.assemble import estimate_messages_tokens
+from helix_context.llm.profiles import num_ctx_for
+from helix_context.llm.upstream import UpstreamClient
+from helix_context.llm.wire import (
     ChatCompletionRequest,
-    UpstreamClient,
-    num_ctx_for,
     ollama_models_to_openai,
     ollama_to_openai,
     openai_to_ollama,
@@ -68,10 +68,7 @@ def _settings(settings, upstream_url: str, **proxy):
 @pytest.fixture
 def start(settings, server_factory, monkeypatch):
     """start(upstream_url, proxy=..., ribosome=...) -> (LiveServer, OpenAI client)."""
-    from helix_context.server import factory
 
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
 
     def _start(upstream_url: str, *, ribosome: dict | None = None, **proxy):
         cfg = _settings(settings, upstream_url, **proxy)
@@ -212,7 +209,7 @@ async def _requests(reader):
 
 
 def test_lean_transport_keeps_connections_alive_and_decodes_bodies():
-    from helix_context.proxy import LeanHTTPTransport
+    from helix_context.llm.lean_http import LeanHTTPTransport
 
     async def script(reader, writer, n):
         async for head, body in _requests(reader):
@@ -248,7 +245,7 @@ def test_lean_transport_keeps_connections_alive_and_decodes_bodies():
 
 
 def test_lean_transport_retries_a_stale_keepalive_and_maps_errors():
-    from helix_context.proxy import LeanHTTPTransport
+    from helix_context.llm.lean_http import LeanHTTPTransport
 
     async def script(reader, writer, n):
         head, _ = await _read_request(reader)
@@ -287,7 +284,7 @@ def test_lean_transport_retries_a_stale_keepalive_and_maps_errors():
 def test_lean_transport_raw_face_splits_lines_across_reads_and_inflates_gzip():
     import gzip
 
-    from helix_context.lean_http import LeanHTTPTransport, Timeouts
+    from helix_context.llm.lean_http import LeanHTTPTransport, Timeouts
 
     async def script(reader, writer, n):
         async for head, body in _requests(reader):
@@ -641,7 +638,7 @@ def test_many_concurrent_streams(stub, start):
                                                     messages=[{"role": "user", "content": f"q{i}"}],
                                                     extra_headers={"X-Helix-Session": f"conc-{i % 3}"})
             results.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]

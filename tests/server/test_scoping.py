@@ -70,12 +70,8 @@ class RadarCalibration:
 
 
 @pytest.fixture
-def two_projects(settings: Settings, server_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def two_projects(settings: Settings, server_factory, tmp_path: Path):
     """The real app with two folders added as sources without a project: `billing` and `forecast`."""
-    from helix_context.server import factory
-
-    if "helix_context.server.routes_proxy" not in factory.ROUTERS:
-        monkeypatch.setattr(factory, "ROUTERS", (*factory.ROUTERS, "helix_context.server.routes_proxy"))
     billing = write(tmp_path / "work" / "billing" / "ledger.py", LEDGER).parent
     forecast = write(tmp_path / "work" / "forecast" / "weather.py", WEATHER).parent
     stub = UpstreamStub(kinds=("openai",)).__enter__()

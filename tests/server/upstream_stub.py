@@ -37,7 +37,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256  # the default 5 drops connections under concurrent load
-    stub: "UpstreamStub"
+    stub: UpstreamStub
 
 
 def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
@@ -67,7 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @property
-    def stub(self) -> "UpstreamStub":
+    def stub(self) -> UpstreamStub:
         return self.server.stub
 
     def _read_json(self) -> Any:
@@ -130,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ── routes ──
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._record(None)
         stub = self.stub
         if self.path == "/api/version" and "ollama" in stub.kinds:
@@ -148,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": f"no route {self.path}"} if "ollama" in stub.kinds and
                             self.path.startswith("/api") else {"detail": "Not Found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self._read_json()
         entry = self._record(body)
         stub = self.stub
@@ -267,7 +267,7 @@ class UpstreamStub:
 
     # ── control ──
 
-    def start(self) -> "UpstreamStub":
+    def start(self) -> UpstreamStub:
         self._thread.start()
         return self
 
@@ -276,7 +276,7 @@ class UpstreamStub:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "UpstreamStub":
+    def __enter__(self) -> UpstreamStub:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

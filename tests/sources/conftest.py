@@ -50,18 +50,21 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def service_factory(settings: Settings) -> Iterator[Callable[..., object]]:
-    from helix_context.manager import HelixContextManager
+    from helix_context.manager import HelixContextManager, open_genome
     from helix_context.sources.service import SourcesService
 
     made: list[tuple[object, object]] = []
 
-    def make(*, polling: bool = False, watch: bool = True, start: bool = True):
-        helix = HelixContextManager(fast_settings(settings, polling=polling, watch=watch))
-        service = SourcesService(helix)
+    def make(*, polling: bool = False, watch: bool = True, start: bool = True, with_manager: bool = False):
+        """A started SourcesService (and, with_manager=True, the manager it indexes through)."""
+        cfg = fast_settings(settings, polling=polling, watch=watch)
+        genome = open_genome(cfg)
+        service = SourcesService(genome, cfg)
+        helix = HelixContextManager(cfg, genome=genome, sources=service)
         if start:
-            service.start()
+            service.start(helix)
         made.append((service, helix))
-        return service
+        return (service, helix) if with_manager else service
 
     yield make
     for service, helix in made:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from helix_context.config import ConfigError, load_config
+from helix_context.config import load_config
+from helix_context.errors import ConfigError
 
 
 def test_polling_is_configured_and_bad_values_are_refused(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_a_500_file_checkout_is_batched_and_matches_a_clean_ingest(service_facto
         want = {p: r.content_hash for p, r in clean.genome.file_records(under=str(resolved)).items()}
         got = {p: r.content_hash for p, r in service.genome.file_records(under=str(resolved)).items()}
         assert got == want and len(got) == 500
-        live = lambda g: sorted(x.gene_id for x in g.iter_genes())  # noqa: E731
+        live = lambda g: sorted(x.gene_id for x in g.iter_genes())  # noqa: E731 - a one-line helper beside its only use
         assert live(service.genome) == live(clean.genome)
     finally:
         clean.close()
@@ -209,12 +209,11 @@ def test_remove_keeps_genes_unless_forget(service_factory, tmp_path: Path) -> No
 
 def test_packet_items_of_a_watched_folder_are_verified_only_while_they_match_disk(service_factory,
                                                                                  tmp_path: Path) -> None:
-    service = service_factory()
+    service, helix = service_factory(with_manager=True)
     root = make_tree(tmp_path / "proj")
     target = root.resolve() / "src" / "mod_0.py"
     service.add(str(root))
     assert service.wait_idle(30)
-    helix = service.helix
 
     def item(query: str):
         packet = helix.packet(query, "explain")

@@ -7,5 +7,5 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from supkit import ollama_stub, supervisors  # noqa: E402,F401  (shared fixtures)
+from supkit import ollama_stub, supervisors  # noqa: F401 - (shared fixtures)
 

@@ -10,7 +10,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import httpx
 import psutil
@@ -135,7 +136,7 @@ class OllamaStub:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def start(self) -> "OllamaStub":
+    def start(self) -> OllamaStub:
         self.thread.start()
         return self
 
@@ -200,7 +201,7 @@ class SupervisorFactory:
         for sup in reversed(self.made):
             try:
                 sup.shutdown(stop_backend=True, timeout=15)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         for pid in self.pids:
             try:

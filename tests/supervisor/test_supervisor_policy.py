@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from helix_context.config import SupervisorSettings
 from supervisor.policy import RestartPolicy
 from supervisor.pressure import GpuReading, ResidentModel, evaluate, model_is_resident, normalize_model_name, parse_ps
 from supkit import ps_model
@@ -10,20 +11,20 @@ GIB = 1024 ** 3
 
 
 def test_first_failure_restarts_at_once_then_backs_off_exponentially():
-    p = RestartPolicy(backoff_initial_s=0.25, backoff_max_s=2.0, window_s=60, max_restarts=10)
+    p = RestartPolicy(SupervisorSettings(backoff_initial_s=0.25, backoff_max_s=2.0, flap_window_s=60, flap_max_restarts=10))
     delays = [p.record_failure(float(i)).delay_s for i in range(7)]
     assert delays == [0.0, 0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
 
 
 def test_more_failures_than_allowed_in_the_window_is_fatal():
-    p = RestartPolicy(backoff_initial_s=0.1, backoff_max_s=1, window_s=60, max_restarts=3)
+    p = RestartPolicy(SupervisorSettings(backoff_initial_s=0.1, backoff_max_s=1, flap_window_s=60, flap_max_restarts=3))
     decisions = [p.record_failure(t) for t in (0.0, 1.0, 2.0, 3.0)]
     assert [d.fatal for d in decisions] == [False, False, False, True]
     assert "4 failures" in decisions[-1].reason
 
 
 def test_failures_outside_the_window_are_forgotten():
-    p = RestartPolicy(backoff_initial_s=0.1, backoff_max_s=1, window_s=10, max_restarts=2)
+    p = RestartPolicy(SupervisorSettings(backoff_initial_s=0.1, backoff_max_s=1, flap_window_s=10, flap_max_restarts=2))
     assert not p.record_failure(0.0).fatal
     assert not p.record_failure(1.0).fatal
     d = p.record_failure(30.0)  # the first two have expired
@@ -31,7 +32,7 @@ def test_failures_outside_the_window_are_forgotten():
 
 
 def test_reset_clears_the_flap_count():
-    p = RestartPolicy(window_s=60, max_restarts=1)
+    p = RestartPolicy(SupervisorSettings(flap_window_s=60, flap_max_restarts=1))
     p.record_failure(0.0)
     assert p.record_failure(1.0).fatal
     p.reset()

@@ -9,13 +9,13 @@ plus the body, written to a pooled asyncio connection, and the answer's head is
 parsed by hand. Two faces over one pool:
 
 - :meth:`LeanHTTPTransport.send` — bytes in, :class:`RawResponse` out, no httpx
-  objects; :class:`helix_context.proxy.UpstreamClient` sends chats this way;
+  objects; :class:`helix_context.llm.upstream.UpstreamClient` sends chats this way;
 - :meth:`LeanHTTPTransport.handle_async_request` — the same as an
   ``httpx.AsyncBaseTransport`` for everything else (kind probes, model lists, the
   benchmarks' load generator). ``https://`` goes to httpx's own transport.
 
 Errors are httpx's exceptions on both faces, so callers handle one family. The only
-network calls made with it are the proxy's (``helix_context.proxy``).
+network calls made with it are the LLM wing's (``helix_context.llm``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ import socket
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import httpx
 
 MAX_HEAD_BYTES = 1 << 20
+_T = TypeVar("_T")
 
 
 class Timeouts(NamedTuple):
@@ -68,8 +69,8 @@ class _StaleConnection(Exception):
     """A reused keep-alive connection was closed by the server before it answered."""
 
 
-async def _timed(awaitable: Awaitable[Any], seconds: float | None, on_timeout: type[httpx.TimeoutException],
-                 request: httpx.Request | None) -> Any:
+async def _timed(awaitable: Awaitable[_T], seconds: float | None, on_timeout: type[httpx.TimeoutException],
+                 request: httpx.Request | None) -> _T:
     if seconds is None:
         return await awaitable
     try:
@@ -83,7 +84,7 @@ class _ResponseBody(httpx.AsyncByteStream):
     """The body of one answer, read from its connection as it is iterated; closing it returns the
     connection to the pool (when the body was read to its end and the server keeps it alive)."""
 
-    def __init__(self, transport: "LeanHTTPTransport", key: tuple[str, int], conn: _Connection,
+    def __init__(self, transport: LeanHTTPTransport, key: tuple[str, int], conn: _Connection,
                  request: httpx.Request | None, length: int | None, chunked: bool, keep_alive: bool,
                  read_timeout: float | None) -> None:
         self._transport = transport
@@ -159,7 +160,15 @@ class _ResponseBody(httpx.AsyncByteStream):
             self._conn.close()
 
 
-def _decoder(encoding: bytes) -> Any:
+class _Decoder(Protocol):
+    """What a ``zlib.decompressobj`` offers (its class is not public)."""
+
+    def decompress(self, data: bytes, /) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+def _decoder(encoding: bytes) -> _Decoder | None:
     """zlib decoder for a Content-Encoding we may meet despite asking for identity; None for identity."""
     enc = encoding.strip().lower()
     if enc in (b"", b"identity"):
@@ -171,7 +180,7 @@ def _decoder(encoding: bytes) -> Any:
     raise httpx.DecodingError(f"unsupported Content-Encoding {encoding[:40]!r}")
 
 
-def _inflate(decoder: Any, data: bytes, *, final: bool = False) -> bytes:
+def _inflate(decoder: _Decoder, data: bytes, *, final: bool = False) -> bytes:
     try:
         return decoder.decompress(data) + (decoder.flush() if final else b"")
     except zlib.error as exc:

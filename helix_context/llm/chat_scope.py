@@ -1,7 +1,7 @@
 """Which project a proxied chat is scoped to, and what the proxy tells the caller about its context.
 
-Why its own module: the chat proxy moves into helix_context/llm/ (issue 28); the proxy calls
-these with a line each, so the rules stay in one place whichever file holds the proxy.
+Why its own module: chat.py stays about forwarding; the rules of scoping a chat live here and
+chat.py calls them with a line each.
 
 The project comes from the `X-Helix-Project` header (one name or a comma-separated list), else
 the first `[proxy] model_projects` entry ("model=project"; a model ending in `*` matches a

@@ -1,6 +1,6 @@
 """Agent-facing packets, importable as in the original Helix:
 
-    from helix_context.context_packet import build_context_packet, get_refresh_targets
+    from helix_context.answer.packet import build_context_packet, get_refresh_targets
     packet = build_context_packet("where is the port set?", task_type="edit", genome=helix.genome)
 """
 
@@ -14,7 +14,7 @@ from helix_context.config import Settings, load_config
 from helix_context.genome.store import Genome
 from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
-from helix_context.retrieve.retriever import Retriever
+from helix_context.retrieve.retriever import EmbedderSource, Retriever
 from helix_context.retrieve.scope import Scope
 from helix_context.weigh import Packet, PacketItem, RefreshTarget, validate_task_type, weigh_retrieval
 from helix_context.weigh.relevance import idf_weights, query_words
@@ -24,18 +24,19 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
                          settings: Settings | None = None, project: str | Sequence[str] | Scope | None = None,
                          party: str | None = None,
                          max_genes: int | None = None, retriever: Retriever | None = None,
+                         embedder: EmbedderSource | None = None,
                          group_by: str = "symbol") -> Packet:
     """Pointers with a verdict each (verified / stale_risk / needs_refresh) and a refresh plan.
 
-    With only a genome, retrieval uses the dense signal when the manager that
-    owns the genome has attached its embedder, lexical signals otherwise.
+    With only a genome, retrieval uses the dense signal when `embedder` is given
+    (e.g. ``embedder=helix.embedder_part``), lexical signals otherwise.
     """
     task = validate_task_type(task_type)
     settings = settings or load_config()
     if retriever is None:
         if genome is None:
             raise ValueError("build_context_packet needs a genome (genome=helix.genome) or a retriever")
-        retriever = Retriever(genome, settings, embedder_part=getattr(genome, "embedder_part", None))
+        retriever = Retriever(genome, settings, embedder_part=embedder)
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)

@@ -58,7 +58,7 @@ class IngestMetadata(BaseModel):
 class IngestRequest(_Body):
     content: str | None = Field(None, description="text to ingest")
     content_type: Literal["code", "markdown", "text", "log", "config", "json", "diff"] | None = None
-    metadata: IngestMetadata = Field(default_factory=IngestMetadata)
+    metadata: IngestMetadata = Field(default_factory=lambda: IngestMetadata.model_validate({}))
     path: str | None = Field(None, max_length=4096, description="a file or folder under [server] allowed_ingest_roots")
     project: str | None = Field(None, max_length=500)
     embed: bool = True

@@ -6,7 +6,7 @@ The data path is LLM-free; the ribosome only ever *adds* to it:
 - consolidation summaries — a short digest of a session's exchanges.
 
 It is off by default (``[ribosome] enabled``), talks to the same upstream as the
-proxy through :class:`helix_context.proxy.UpstreamClient`, and honours the pause
+proxy through :class:`helix_context.llm.upstream.UpstreamClient`, and honours the pause
 switch (``helix.ribosome_state()["paused"]`` — a signal file, so pause/resume
 survive restarts). Every call has ``[ribosome] timeout_s`` and, on any failure,
 returns ``None`` / ``[]`` so the caller takes its LLM-free path.
@@ -29,11 +29,12 @@ import anyio
 
 from helix_context.config import Settings
 from helix_context.genome.retention import delete_consolidated
-from helix_context.model_profile import profile
+from helix_context.llm.profiles import num_ctx_for, profile
+from helix_context.llm.upstream import UpstreamClient
+from helix_context.tokens import count_tokens
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: the manager sits above this wing and is passed in; nothing here calls its module
     from helix_context.manager import HelixContextManager
-    from helix_context.proxy import UpstreamClient
 
 log = logging.getLogger("helix.ribosome")
 
@@ -49,7 +50,7 @@ _WORD_RE = re.compile(r"[\w./:-]+")
 class Ribosome:
     """LLM helper calls with a timeout and a fallback; available only when enabled, not paused, with a model."""
 
-    def __init__(self, settings: Settings, upstream: "UpstreamClient",
+    def __init__(self, settings: Settings, upstream: UpstreamClient,
                  state: Callable[[], dict[str, Any]]) -> None:
         self.settings = settings
         self.upstream = upstream
@@ -79,9 +80,6 @@ class Ribosome:
             system = f"{system}\n/no_think"
         payload = {"model": model, "temperature": 0.0, "max_tokens": max_tokens,
                    "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
-        from helix_context.proxy import num_ctx_for
-        from helix_context.tokens import count_tokens
-
         num_ctx = num_ctx_for(count_tokens(system) + count_tokens(user), max_tokens)
         self.calls += 1
         started = time.perf_counter()
@@ -164,7 +162,7 @@ def _safe(session_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", session_id)[:80] or "session"
 
 
-async def consolidate(helix: "HelixContextManager", ribosome: Ribosome | None = None, *,
+async def consolidate(helix: HelixContextManager, ribosome: Ribosome | None = None, *,
                       limit: int = 2000) -> ConsolidationReport:
     """Distil pending session-buffer rows into one "session notes" gene per session (and batch).
 

@@ -1,15 +1,20 @@
-"""What a model name tells us: parameter count, mixture-of-experts, family.
+"""What a model name tells us (parameter count, mixture-of-experts, family), and the context it needs.
 
-Assembly (small-model layout) and the proxy (think suppression, num_ctx) both
-decide per request from the model name alone; no call to the upstream.
+Assembly (small-model layout), the proxy and the ribosome (think suppression, num_ctx) all
+decide per request from the model name and token counts alone; no call to the upstream.
+``num_ctx_for`` lives here, beside the profiles, so that the proxy and the ribosome both take it
+from below instead of from each other.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 
+# the smallest num_ctx asked of Ollama (its own default is about this)
+MIN_NUM_CTX = 2048
 # families whose chat templates understand a "/no_think" soft switch
 NO_THINK_FAMILIES = ("qwen3", "qwen3.5", "smollm3")
 _SIZE_RE = re.compile(r"(?<![a-z0-9])(?:(\d+(?:\.\d+)?)x)?(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
@@ -67,3 +72,18 @@ def profile(model: str | None, small_max_params_b: float = 3.0) -> ModelProfile:
         no_think=any(base.startswith(f) for f in NO_THINK_FAMILIES),
         context_window=context,
     )
+
+
+def num_ctx_for(prompt_tokens: int, answer_tokens: int, requested: int | None = None) -> int:
+    """Context for Ollama: prompt (+20 % for tokenizer differences) + answer, rounded up to a power of two.
+
+    Powers of two keep the number of distinct values small: Ollama reloads a model
+    whenever num_ctx changes, so rounding to fine steps would reload it constantly.
+    """
+    need = math.ceil(max(0, prompt_tokens) * 1.2) + max(0, answer_tokens) + 64
+    size = MIN_NUM_CTX
+    while size < need:
+        size *= 2
+    if requested:
+        size = max(size, int(requested))
+    return size

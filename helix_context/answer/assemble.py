@@ -22,7 +22,7 @@ from html import escape
 from typing import Any, Protocol
 
 from helix_context.config import AssemblySettings, WeighSettings
-from helix_context.model_profile import ModelProfile, profile
+from helix_context.llm.profiles import ModelProfile, profile
 from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverage
@@ -178,7 +178,7 @@ def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts:
     cov = sum(1 for w in wanted if w in text) / len(wanted) if wanted else 0.0
     per_gene = [coverage(qs, i.gene) for i in delivered]
     total_tokens = sum(token_counts) or 1
-    density = sum(t for t, c in zip(token_counts, per_gene) if c > 0) / total_tokens
+    density = sum(t for t, c in zip(token_counts, per_gene, strict=False) if c > 0) / total_tokens
     fresh = sum(freshness(i.gene, now, weigh_settings) for i in delivered) / len(delivered)
     resolution = per_gene[0]
     if len(delivered) > 1:
