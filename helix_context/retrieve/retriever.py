@@ -185,6 +185,8 @@ class Retriever:
         if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
+            if co and allowed is not None:  # genes delivered together with these may be another project's
+                co = _only(co, allowed)
             if co:
                 per_signal["coactivation"] = co
                 fused = self._fuse(per_signal)
