@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Protocol
