@@ -215,5 +215,5 @@ def test_fingerprint_batch_cli(loaded: HelixContextManager, tmp_path: Path) -> N
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["id"] for line in lines] == ["a", 7]
     assert lines[1]["results"][0]["source_id"].endswith("billing.py")
-    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "symbol", "kind", "start_line", "end_line", "score",
-                                           "signals"}
+    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "project", "symbol", "kind", "start_line",
+                                           "end_line", "score", "signals"}
