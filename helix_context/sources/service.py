@@ -230,10 +230,10 @@ class SourcesService:
             summary = "No folders indexed yet"
         else:
             summary = f"Index up to date, {_folders(len(watching))}"
-        names = sorted({s["project"] for s in watching if s.get("project")})
-        if names:
-            shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
-            summary += f" ({'project' if len(names) == 1 else 'projects'} {shown})"
+            names = sorted({s["project"] for s in watching if s.get("project")})  # the tray shows them
+            if names:
+                shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+                summary += f" ({'project' if len(names) == 1 else 'projects'} {shown})"
         if missing:
             summary += f" ({missing} missing)"
         return {

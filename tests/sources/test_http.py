@@ -101,7 +101,7 @@ def test_pause_and_resume_over_http_and_from_the_cli(server_factory, settings: S
         service = server.app.state.sources
         assert service.wait_idle(30)
         code, out, _ = _helix(capsys, "sources", "pause")
-        assert code == 0 and out.strip().startswith("Indexing paused, 1 folder (project ")
+        assert code == 0 and out.strip() == "Indexing paused, 1 folder"
         assert client.get("/sources").json()["paused"] is True
         write(root / "src" / "mod_0.py", "def edited_during_pause():\n    return 0\n")
         resumed = client.post("/sources/resume").json()
