@@ -27,6 +27,7 @@ LEAD_WINDOW = 30  # ranked genes whose projects are weighed to pick the leader
 LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the window
 LEAD_MARGIN = 1.25  # another project's gene stays when it outscores the leader's best by this factor
 MAX_SCOPE_NAMES = 16
+MAX_WORD_COUNTS = 50_000  # remembered (projects, word) document counts per generation
 NO_PROJECT = ""  # genes ingested without a project (API text, session notes) group under this key
 
 
@@ -67,13 +68,14 @@ class ProjectCatalog:
         self._generation = -1
         self._sizes: dict[str, int] = {}
         self._rowids: dict[tuple[str, ...], np.ndarray] = {}
+        self._word_counts: dict[tuple[tuple[str, ...], str], int] = {}  # (projects, word) → their genes holding it
 
     def _fresh(self) -> None:
         generation = self.genome.generation()
         if generation != self._generation:
             sizes = projects_sql.live_projects(self.genome)
             with self._lock:
-                self._generation, self._sizes, self._rowids = generation, sizes, {}
+                self._generation, self._sizes, self._rowids, self._word_counts = generation, sizes, {}, {}
 
     def sizes(self) -> dict[str, int]:
         """Live genes per project."""
@@ -93,6 +95,17 @@ class ProjectCatalog:
                     self._rowids.clear()
                 self._rowids[key] = found
         return found
+
+    def word_count(self, names: Sequence[str], word: str) -> int | None:
+        """A remembered count of the projects' genes holding `word` (this generation), or None."""
+        with self._lock:
+            return self._word_counts.get((tuple(sorted(set(names))), word))
+
+    def remember_word_count(self, names: Sequence[str], word: str, count: int) -> None:
+        with self._lock:
+            if len(self._word_counts) >= MAX_WORD_COUNTS:  # bounded: questions share their words, not all of them
+                self._word_counts.clear()
+            self._word_counts[(tuple(sorted(set(names))), word)] = count
 
     def size(self, names: Sequence[str]) -> int:
         sizes = self.sizes()

@@ -27,18 +27,26 @@ BEST_ITEMS = 3  # the best share is the most any of the first few genes holds
 RULE = SilenceRule()
 
 
-def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndarray | None) -> tuple[dict[str, int], int]:
-    """(word → the project's genes holding it, the project's live genes)."""
+def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndarray | None,
+                    names: Sequence[str] = ()) -> tuple[dict[str, int], int]:
+    """(word → the project's genes holding it, the project's live genes); counts are remembered per
+    generation (questions share their words, and a common word's postings are the costly part)."""
     genome = retriever.genome
     if allowed is None:
         return retriever.doc_counts.get(genome.conn, list(words)), genome.live_gene_count()
     counts: dict[str, int] = {}
+    catalog = retriever.catalog
     for word in words:
+        known = catalog.word_count(names, word)
+        if known is not None:
+            counts[word] = known
+            continue
         rows = projects_sql.term_rowids(genome, word, MAX_POSTINGS)
         held = len(contains(allowed, rows))
         if held and len(rows) >= MAX_POSTINGS:  # read only a part: scale up to the whole genome's count
             held = int(held * retriever.doc_counts.get(genome.conn, [word]).get(word, len(rows)) / len(rows))
         counts[word] = held
+        catalog.remember_word_count(names, word, held)
     return counts, len(allowed)
 
 
@@ -49,9 +57,10 @@ def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], it
     if allowed is not None and len(allowed) == 0:
         allowed = None  # genes without a project: the genome's statistics
     words = query_words(qs)
-    counts, genes = _project_counts(retriever, words, allowed)
+    counts, genes = _project_counts(retriever, words, allowed, names)
     idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
-    ident_counts, _ = _project_counts(retriever, sorted(idents - set(counts)), allowed) if idents else ({}, 0)
+    ident_counts, _ = (_project_counts(retriever, sorted(idents - set(counts)), allowed, names) if idents
+                       else ({}, 0))
     held_idents = sum(1 for t in idents if (counts.get(t) or ident_counts.get(t, 0)) > 0)
     best_words = [gene_words(it.gene) for it in items[:BEST_ITEMS]]
     cosines = sorted(per_signal.get("dense", {}).values(), reverse=True) if dense_on else None
