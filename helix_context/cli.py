@@ -49,6 +49,7 @@ _STATUS_WORDS = {
     "sparse": "little relevant found",
     "stale": "answer found, but its files changed since they were indexed",
     "denatured": "nothing relevant found",
+    "silent": "nothing relevant in this project",
 }
 
 
@@ -124,10 +125,20 @@ def _read_query(args: argparse.Namespace) -> str:
     return require_query(args.query if args.query != "-" else sys.stdin.read())
 
 
+def _project(args: argparse.Namespace, helix: Any) -> str | None:
+    """--project, else the project of the source the current directory is in (unless --any-project)."""
+    if args.project or getattr(args, "any_project", False):
+        return str(args.project) if args.project else None
+    from helix_context.sources.projects import cwd_projects
+
+    found = cwd_projects(helix.genome)
+    return ",".join(found) if found else None
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     helix = _manager(args)
     try:
-        window = helix.build_context(_read_query(args), budget_tokens=args.budget, project=args.project,
+        window = helix.build_context(_read_query(args), budget_tokens=args.budget, project=_project(args, helix),
                                      model=args.model)
     finally:
         helix.close()
@@ -139,15 +150,17 @@ def cmd_query(args: argparse.Namespace) -> int:
         live = (f" re-read from disk={health.refreshed_from_disk} left out (source changed/gone)={health.stale_dropped}"
                 if health.refreshed_from_disk or health.stale_dropped else "")
         words = _STATUS_WORDS.get(health.status, health.status)
-        print(f"\n{words}: {health.genes_expressed} of {health.genes_available} matching chunks used, "
-              f"{window.tokens} tokens{live}", file=sys.stderr)
-    return EXIT_NOTHING if window.context_health.status == "denatured" else 0
+        why = f" ({health.reason})" if health.reason else ""
+        project = f", project {window.project}" if window.project else ""
+        print(f"\n{words}{why}: {health.genes_expressed} of {health.genes_available} matching chunks used, "
+              f"{window.tokens} tokens{project}{live}", file=sys.stderr)
+    return EXIT_NOTHING if window.context_health.status in ("denatured", "silent") else 0
 
 
 def cmd_packet(args: argparse.Namespace) -> int:
     helix = _manager(args)
     try:
-        packet = helix.packet(_read_query(args), task_type=args.task, project=args.project)
+        packet = helix.packet(_read_query(args), task_type=args.task, project=_project(args, helix))
     finally:
         helix.close()
     data = packet.to_dict()
@@ -174,7 +187,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     try:
         if args.batch:
             return _fingerprint_batch(helix, args)
-        results = helix.fingerprint(_read_query(args), max_results=args.max_results, project=args.project,
+        results = helix.fingerprint(_read_query(args), max_results=args.max_results, project=_project(args, helix),
                                     group_by=args.by)
     finally:
         helix.close()
@@ -210,7 +223,8 @@ def _fingerprint_batch(helix: Any, args: argparse.Namespace) -> int:
                 bad += 1
                 print(f"line {lineno}: expected {{\"id\": ..., \"query\": \"...\"}}; skipped", file=sys.stderr)
                 continue
-            results = helix.fingerprint(query, max_results=args.max_results, project=args.project, group_by=args.by)
+            results = helix.fingerprint(query, max_results=args.max_results, project=_project(args, helix),
+                                        group_by=args.by)
             sys.stdout.write(json.dumps({"id": qid, "results": results}) + "\n")
     return 1 if bad else 0
 
@@ -335,7 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="the context a model would get for a question")
     p.add_argument("query", help="the question or words to look for ('-' reads stdin); must not be empty")
     p.add_argument("--budget", type=int, help="token budget (default [budget] token_budget)")
-    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
+    p.add_argument("--project", help="answer from this project (or 'a,b'); default: the project of the source "
+                                     "the current directory is in, else the one the evidence leads to")
+    p.add_argument("--any-project", action="store_true", help="do not scope to the current directory's project")
     p.add_argument("--model", help="target model name (small models get the small-model layout)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_query)
@@ -344,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", help="the question or words to look for ('-' reads stdin); must not be empty")
     p.add_argument("--by", choices=("symbol", "file"), default="symbol", help="file: also rank files")
     p.add_argument("--task", default="edit", help="plan | explain | review | edit | debug | ops | quote")
-    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
+    p.add_argument("--project", help="answer from this project (or 'a,b'); default: the project of the source "
+                                     "the current directory is in, else the one the evidence leads to")
+    p.add_argument("--any-project", action="store_true", help="do not scope to the current directory's project")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_packet)
 
@@ -355,7 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", help="JSONL file of {id, query} ('-' for stdin); prints JSONL")
     p.add_argument("--by", choices=("symbol", "file"), default="symbol",
                    help="symbol: the functions/classes that match; file: files ranked by their symbols")
-    p.add_argument("--project", help="answer from this project only (default: the one with the strongest match)")
+    p.add_argument("--project", help="answer from this project (or 'a,b'); default: the project of the source "
+                                     "the current directory is in, else the one the evidence leads to")
+    p.add_argument("--any-project", action="store_true", help="do not scope to the current directory's project")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_fingerprint)
 

@@ -106,6 +106,10 @@ class RetrievalSettings:
     score_floor: float = 0.35  # fraction of the top fused score
     abstain_below: float = 0.0
     candidate_pool: int = 200
+    # one index, many projects (retrieve/scope.py, weigh/silence.py): an unscoped question is answered
+    # from the project its evidence leads to; a message about nothing indexed gets no context
+    scope_by_evidence: bool = True
+    silence: bool = True
     ann_threshold: int = 20_000  # live vectors from which dense search uses the HNSW graph instead of a scan
     weight_fts: float = 0.8
     weight_tags: float = 0.6
@@ -177,6 +181,10 @@ class ProxySettings:
     connect_timeout_s: float = 5.0
     inject_context: bool = True
     default_model: str = ""
+    # the project a chat is scoped to when it sends no X-Helix-Project: per model ("model=project", the
+    # first match wins; a model name may end in * to match a prefix), else `project`; empty: evidence decides
+    model_projects: tuple[str, ...] = ()
+    project: str = ""
     api_key: str = ""  # sent as a Bearer token to an OpenAI-compatible upstream that needs one
 
 

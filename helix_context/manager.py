@@ -35,6 +35,7 @@ from helix_context.llm.profiles import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
+from helix_context.retrieve.scope import Scope, parse_names
 from helix_context.weigh import Packet
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
@@ -337,14 +338,30 @@ class HelixContextManager:
             or self.settings.budget.default_context_window
         return zone_cap(prompt_tokens, window, budget_tokens, self.settings.retrieval.max_genes, self.settings.budget)
 
+    def scope(self, project: str | Sequence[str] | Scope | None) -> Scope:
+        """The projects a question is answered from (retrieve/scope.py): the names given, checked against
+        the genome and the sources (UnknownProject lists the known ones; a project whose sources are all
+        paused or missing answers nothing, with that reason); none given: evidence decides."""
+        if isinstance(project, Scope):
+            return project
+        names = parse_names(project)
+        if not names:
+            return Scope()
+        from helix_context.sources.projects import project_states
+
+        states = project_states(self.genome)
+        return self.retriever.catalog.resolve(names, sourced={n: st.silent_reason for n, st in states.items()})
+
     def build_context(self, query: str, *, budget_tokens: int | None = None, model: str | None = None,
-                      project: str | None = None, party: str | None = None, prompt_tokens: int = 0,
-                      context_window: int | None = None, record: bool = True) -> ContextWindow:
-        """Expressed context for `query`: the best genes, compressed, under the token budget."""
+                      project: str | Sequence[str] | Scope | None = None, party: str | None = None,
+                      prompt_tokens: int = 0, context_window: int | None = None, record: bool = True) -> ContextWindow:
+        """Expressed context for `query`: the best genes, compressed, under the token budget; nothing
+        (health status "silent", with the reason) for a message about nothing in the scoped project."""
+        query = require_query(query)
         budget = self._budget(budget_tokens)
         zone = self.zone_for(prompt_tokens=prompt_tokens, model=model, context_window=context_window,
                              budget_tokens=budget)
-        retrieval = self.retriever.retrieve(query, project=project, party=party, zone=zone)
+        retrieval = self.retriever.retrieve(query, project=self.scope(project), party=party, zone=zone)
         t = time.perf_counter()
         live = live_serve(retrieval.items, max_file_bytes=self.settings.ingest.max_file_bytes,
                           max_chunk_chars=self.settings.ingest.max_chunk_chars,
@@ -354,6 +371,9 @@ class HelixContextManager:
                                                        "live_check": time.perf_counter() - t})
         window = assemble(retrieval, self.compressor, budget_tokens=budget, settings=self.settings.assembly,
                           weigh_settings=self.settings.weigh, model=model, zone=zone, live=live)
+        window = silenced(window, retrieval)
+        if window.context_health.status == "silent" and self.telemetry is not None:
+            self.telemetry.record_verdicts({"no_context": 1})  # the dashboard's verdict counts show silences
         if live.touched:
             self._log_activity("context", f"/context served {len(live.refreshed)} gene(s) re-read from changed "
                                           f"files and left out {len(live.dropped)} whose file changed or vanished",
@@ -375,24 +395,27 @@ class HelixContextManager:
                                                   sum(g.critical_kept for g in window.genes))
         return window
 
-    def fingerprint(self, query: str, max_results: int = 10, *, project: str | None = None,
+    def fingerprint(self, query: str, max_results: int = 10, *, project: str | Sequence[str] | Scope | None = None,
                     party: str | None = None, group_by: str = "symbol") -> list[dict[str, Any]]:
         """Ranked pointers (no content), best first: the symbol that matched with its span and
         per-signal contributions; with group_by="file", files ranked by their symbols' evidence."""
+        query = require_query(query)
         if max_results <= 0:
             raise InvalidRequest(f"max_results must be positive, got {max_results}")
         _check_group_by(group_by)
-        retrieval = self.retriever.retrieve(query, max_genes=max_results, project=project, party=party, gate=False,
-                                            pointers=True)
+        retrieval = self.retriever.retrieve(query, max_genes=max_results, project=self.scope(project), party=party,
+                                            gate=False, pointers=True)
         if group_by == "file":
             hits = rank_files(retrieval.pointers, mass=retrieval.file_mass, mass_weight=self.retriever.locate_weights.mass)
             return [file_hit_dict(hit) for hit in hits[:max_results]]
         return [pointer_dict(p) for p in retrieval.pointers[:max_results]]
 
-    def packet(self, query: str, task_type: str = "edit", *, project: str | None = None,
+    def packet(self, query: str, task_type: str = "edit", *, project: str | Sequence[str] | Scope | None = None,
                party: str | None = None, max_genes: int | None = None, group_by: str = "symbol") -> Packet:
+        query = require_query(query)
         _check_group_by(group_by)
-        packet = build_context_packet(query, task_type, self.genome, settings=self.settings, project=project,
+        packet = build_context_packet(query, task_type, self.genome, settings=self.settings,
+                                      project=self.scope(project),
                                       party=party, max_genes=max_genes, retriever=self.retriever, group_by=group_by)
         if self.sources is not None:
             packet = self.sources.annotate(packet)
@@ -485,3 +508,19 @@ class HelixContextManager:
         if self.embedder_part.loaded and self.embedder is not None:
             self.embedder.close()
         self.genome.close()
+
+
+def require_query(query: str) -> str:
+    """The query, or InvalidRequest (a 400 on every route, a tool error over MCP) when it says nothing."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRequest("query is empty: say what you need context for (a question, identifiers, file names)")
+    return query
+
+
+def silenced(window: ContextWindow, retrieval: Any) -> ContextWindow:
+    """A window for a silent retrieval says why in its health (status "silent"); every window names its project."""
+    window = dataclasses.replace(window, project=retrieval.project)
+    if not retrieval.silence or window.genes:
+        return window
+    health = dataclasses.replace(window.context_health, status="silent", reason=retrieval.silence)
+    return dataclasses.replace(window, context_health=health, expressed_context="", tokens=0)

@@ -34,7 +34,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field
 
-from helix_context import mcp_render, signals
+from helix_context import mcp_render, mcp_scope, signals
 from helix_context.config import Settings, load_config
 from helix_context.errors import ConfigError, HelixError, InvalidRequest, UpstreamError
 from helix_context.tokens import count_tokens, truncate_to_tokens
@@ -56,11 +56,14 @@ INSTRUCTIONS = (
 
 
 # parameter types: the descriptions and limits become each tool's JSON schema
-Query = Annotated[str, Field(min_length=1, max_length=100_000,
+# no min_length: an empty query gets Helix's own message (what to send), not a raw validation error
+Query = Annotated[str, Field(max_length=100_000,
                              description="what you need context for: a question, identifiers, file names")]
 Page = Annotated[int, Field(ge=1, description="page of a long answer, 1 = first; a cut answer ends with a note "
                                               "naming the next page (same arguments, page=N)")]
-Project = Annotated[str | None, Field(max_length=500, description="only genes of this project (default: all)")]
+Project = Annotated[str | None, Field(max_length=500, description=(
+    "only genes of this project ('a,b' for several); default: the projects of your workspace roots, "
+    "else the project the evidence leads to"))]
 TaskType = Annotated[Literal["plan", "explain", "review", "edit", "debug", "ops", "quote"],
                      Field(description="what the evidence is for; edit / debug / quote need fresher evidence "
                                        "than plan / explain")]
@@ -68,6 +71,15 @@ GeneId = Annotated[str, Field(min_length=1, max_length=128,
                               description="a gene id from helix_context's gene list, a packet item or a neighbour")]
 ContentType = Annotated[Literal["code", "markdown", "text", "log", "config", "json", "diff"] | None,
                         Field(description="how to chunk content (default: detected)")]
+
+
+try:  # the tools ask the client for its workspace roots through the request's Context
+    from mcp.server.mcpserver import Context as McpContext
+except ImportError:  # mcp 1.x
+    try:
+        from mcp.server.fastmcp import Context as McpContext  # type: ignore[no-redef]  # the 1.x name of the class
+    except ImportError:
+        McpContext = None  # type: ignore[assignment,misc]  # no SDK: build_server reports it
 
 
 class BackendError(UpstreamError):
@@ -329,7 +341,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             kwargs["structured_output"] = False  # text only: a structured copy would double the tokens
         server.tool(**kwargs)(fn)
 
-    async def guarded(work: Awaitable[str]) -> str:
+    async def guarded(work: Awaitable[Any]) -> Any:
         try:
             return await work
         except HelixError as exc:  # the backend's refusal (BackendError) or bad tool input (InvalidRequest)
@@ -337,24 +349,36 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
 
     def _query(query: str) -> str:
         if not isinstance(query, str) or not query.strip():
-            raise InvalidRequest("query is empty: say what you need context for")
+            raise InvalidRequest("query is empty: say what you need context for (a question, identifiers, file names)")
         return query
+
+    async def _scope(ctx: Any, project: str | None) -> str | None:
+        """The project named, else those of the sources holding the client's workspace roots (roots/list)."""
+        if project:
+            return project
+        roots = await mcp_scope.client_roots(ctx)
+        if not roots:
+            return None  # no roots: no scope, the evidence decides
+        listed = await backend.request("GET", "/sources")
+        return mcp_scope.roots_project(listed.get("sources") or [], roots)
 
     async def helix_context(
             query: Query,
             budget_tokens: Annotated[int | None, Field(gt=0, le=1_000_000, description=(
                 "token budget for the excerpts (default: the server's [budget] token_budget)"))] = None,
             project: Project = None,
-            page: Page = 1) -> str:
+            page: Page = 1, ctx: McpContext = None) -> str:
+        scope = await guarded(_scope(ctx, project))
+
         async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query)}
             if budget_tokens is not None:
                 body["budget_tokens"] = budget_tokens
-            if project:
-                body["project"] = project
+            if scope:
+                body["project"] = scope
             return mcp_render.context_units(await backend.request("POST", "/context", json_body=body))
 
-        args = {"query": query, "budget_tokens": budget_tokens, "project": project}
+        args = {"query": query, "budget_tokens": budget_tokens, "project": scope}
         return await guarded(pager.answer("helix_context", args, page, run,
                                           "ask a narrower query or a smaller budget_tokens"))
 
@@ -363,7 +387,9 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "query, as <expressed_context><GENE id=… src=path:lines facts=…>…</GENE></expressed_context> (open a "
         "gene whole with helix_gene_get(id)), then one line saying how much matched. Use it before answering questions about the user's "
         "projects. budget_tokens caps the excerpts (default: the server's [budget] token_budget); project "
-        "limits the search to one project. Long answers come in pages: call again with page=2, 3, …"))
+        "limits the search to one project (default: the projects of your workspace roots). A message about "
+        "nothing indexed gets no excerpts (context_health status=silent, with the reason). Long answers come "
+        "in pages: call again with page=2, 3, …"))
 
     async def helix_context_packet(
             query: Query,
@@ -372,16 +398,18 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             max_genes: Annotated[int | None, Field(gt=0, le=200, description="most items to return")] = None,
             group_by: Annotated[Literal["symbol", "file"], Field(description=(
                 "symbol: items only; file: also `files`, ranked by their symbols' evidence"))] = "symbol",
-            page: Page = 1) -> str:
+            page: Page = 1, ctx: McpContext = None) -> str:
+        scope = await guarded(_scope(ctx, project))
+
         async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type, "group_by": group_by}
-            if project:
-                body["project"] = project
+            if scope:
+                body["project"] = scope
             if max_genes is not None:
                 body["max_genes"] = max_genes
             return mcp_render.packet_units(await backend.request("POST", "/context/packet", json_body=body))
 
-        args = {"query": query, "task_type": task_type, "project": project, "max_genes": max_genes,
+        args = {"query": query, "task_type": task_type, "project": scope, "max_genes": max_genes,
                 "group_by": group_by}
         return await guarded(pager.answer("helix_context_packet", args, page, run, "pass a smaller max_genes"))
 
@@ -396,14 +424,16 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "relying on them."))
 
     async def helix_refresh_targets(query: Query, task_type: TaskType = "edit", project: Project = None,
-                                    page: Page = 1) -> str:
+                                    page: Page = 1, ctx: McpContext = None) -> str:
+        scope = await guarded(_scope(ctx, project))
+
         async def run() -> list[str]:
             body: dict[str, Any] = {"query": _query(query), "task_type": task_type}
-            if project:
-                body["project"] = project
+            if scope:
+                body["project"] = scope
             return mcp_render.refresh_units(await backend.request("POST", "/context/refresh-plan", json_body=body))
 
-        args = {"query": query, "task_type": task_type, "project": project}
+        args = {"query": query, "task_type": task_type, "project": scope}
         return await guarded(pager.answer("helix_refresh_targets", args, page, run, "ask a narrower query"))
 
     register(helix_refresh_targets, (

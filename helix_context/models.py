@@ -7,6 +7,7 @@ hand-built values and no server, store or model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # content types understood by the chunker and the compressor
 CONTENT_TYPES = ("code", "markdown", "text", "log", "config", "json", "diff")
@@ -143,3 +144,6 @@ class Retrieval:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     pointers: tuple[Pointer, ...] = ()  # symbol-level answer spans, best first (when asked for)
     file_mass: dict[str, float] = field(default_factory=dict)  # path → share of the wider ranking (with pointers)
+    project: str | None = None  # the project answered from: the scope named, else the one the evidence led to
+    silence: str = ""  # why nothing is returned for a message about nothing indexed (weigh/silence.py)
+    silence_features: dict[str, Any] = field(default_factory=dict)

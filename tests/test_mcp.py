@@ -376,3 +376,91 @@ def test_without_helix_mcp_url_the_backend_is_found_from_its_state_file(settings
     assert build_server(settings).helix_backend.url == settings.base_url  # a stopped backend is not used
     explicit = settings.replace(mcp={"url": "http://127.0.0.1:45999"})
     assert build_server(explicit).helix_backend.url == "http://127.0.0.1:45999"  # HELIX_MCP_URL wins
+
+
+# ── scoping to the client's workspace roots ──
+
+
+WEATHER_PY = '''"""Rainfall forecasts for the weather station."""
+
+
+def load_settings(path):
+    """Read the station settings: radar calibration and the forecast horizon."""
+    return {"horizon_hours": 48, "radar": path}
+'''
+
+BILLING_SETTINGS_PY = '''"""Billing settings."""
+
+
+def load_settings(path):
+    """Read the billing settings: currency and the ledger tolerance."""
+    return {"currency": "EUR", "feed": path}
+'''
+
+
+def run_session_with_roots(env: dict[str, str], roots: list[Path] | None,
+                           body: Callable[[ClientSession], Awaitable[Any]], errlog: Path) -> Any:
+    """Like run_session, with a client that answers roots/list with `roots` (None: offers no roots)."""
+    from mcp import types
+
+    async def list_roots(context: Any) -> Any:
+        return types.ListRootsResult(roots=[types.Root(uri=p.resolve().as_uri(), name=p.name) for p in roots or []])
+
+    async def main() -> Any:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "helix_context.mcp_server"], env=env,
+                                       cwd=str(REPO))
+        with errlog.open("a", encoding="utf-8") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                callback = list_roots if roots is not None else None
+                async with ClientSession(read, write, list_roots_callback=callback) as session:
+                    await asyncio.wait_for(session.initialize(), 60)
+                    return await body(session)
+
+    return asyncio.run(main())
+
+
+def test_tools_scope_to_the_sources_holding_the_client_roots(backend, tmp_path: Path) -> None:
+    billing = backend.allowed / "billing"
+    station = backend.allowed / "station"
+    (billing / "settings.py").parent.mkdir(parents=True)
+    (billing / "settings.py").write_text(BILLING_SETTINGS_PY, encoding="utf-8")
+    (station / "weather.py").parent.mkdir(parents=True)
+    (station / "weather.py").write_text(WEATHER_PY, encoding="utf-8")
+    with backend.client() as client:
+        for folder in (billing, station):
+            assert client.post("/sources", json={"path": str(folder)}).status_code == 202
+    assert backend.app.state.sources.wait_idle(60)
+    env = _env(backend.url)
+
+    def sources_of(text: str) -> set[str]:
+        """The folders of the verified and stale_risk items in a packet answer (one JSON object per line)."""
+        folders: set[str] = set()
+        group = None
+        for line in text.splitlines():
+            if not line.startswith("{"):
+                continue
+            unit = json.loads(line)
+            group = unit.get("group", group)
+            if "file" in unit and group in ("verified", "stale_risk"):
+                folders.add(Path(unit["file"]).parent.name)
+        return folders
+
+    async def asked(session: ClientSession) -> tuple[set[str], tuple[bool, str], tuple[bool, str]]:
+        error, text = await call(session, "helix_context_packet", query="load_settings path", task_type="explain")
+        assert not error, text
+        return sources_of(text), await call(session, "helix_context", query=""), \
+            await call(session, "helix_context_packet", query="load_settings", project="station")
+
+    # a root inside the billing checkout: only billing's code; an explicit project still wins
+    scoped, empty, named = run_session_with_roots(env, [billing], asked, tmp_path / "mcp.log")
+    assert scoped == {"billing"}
+    assert sources_of(named[1]) == {"station"}
+    # an empty query: one clear error, not a raw validation message
+    assert empty[0] and "query is empty: say what you need context for" in empty[1]
+    assert "validation" not in empty[1].lower()
+    # a root above both checkouts: both projects are in scope
+    both, _, _ = run_session_with_roots(env, [backend.allowed], asked, tmp_path / "mcp.log")
+    assert both and both <= {"billing", "station"}
+    # no roots offered: no scope, the evidence decides (nothing is refused)
+    unscoped, _, _ = run_session_with_roots(env, None, asked, tmp_path / "mcp.log")
+    assert unscoped

@@ -56,7 +56,7 @@ class ContextHealth:
     density: float  # share of delivered tokens from genes that match the query literally
     freshness: float  # mean freshness of delivered genes
     resolution_confidence: float  # how sure we are the best gene answers the query
-    status: str  # aligned | refreshed | sparse | stale | denatured
+    status: str  # aligned | refreshed | sparse | stale | denatured | silent (the message is about nothing indexed)
     genes_expressed: int
     genes_available: int
     # the live source check (weigh/live_serve.py): genes left out because their file changed beyond
@@ -64,6 +64,7 @@ class ContextHealth:
     stale_dropped: int = 0
     refreshed_from_disk: int = 0
     live_check: tuple[str, ...] = ()  # one line per refreshed / dropped gene: src and why
+    reason: str = ""  # status "silent": why the message got no context (weigh/silence.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class DeliveredGene:
     critical_kept: int
     critical_kept_raw: int
     signals: dict[str, float] = field(default_factory=dict)
+    project: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class ContextWindow:
     layout: str = "standard"
     zone: ZoneCap | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    project: str | None = None  # the project answered from (retrieve/scope.py)
 
     @property
     def critical_keep_rate(self) -> float:
@@ -107,6 +110,7 @@ class ContextWindow:
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": echo(self.query),
+            "project": self.project,
             "expressed_context": self.expressed_context,
             "context_health": asdict(self.context_health),
             "tier": self.tier,
@@ -265,7 +269,7 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         used += block_tokens
         blocks.append((item, block, block_tokens))
         delivered.append(DeliveredGene(item.gene.gene_id, item.gene.src, item.score, body_tokens, original, method,
-                                       kept_total, kept, kept_raw, dict(item.signals)))
+                                       kept_total, kept, kept_raw, dict(item.signals), item.gene.project))
 
     if small:
         ordered = blocks  # strictly most relevant first

@@ -15,12 +15,14 @@ from helix_context.genome.store import Genome
 from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import EmbedderSource, Retriever
+from helix_context.retrieve.scope import Scope
 from helix_context.weigh import Packet, PacketItem, RefreshTarget, SourceCache, validate_task_type, weigh_retrieval
 from helix_context.weigh.relevance import idf_weights, query_words
 
 
 def build_context_packet(query: str, task_type: str = "edit", genome: Genome | None = None, *,
-                         settings: Settings | None = None, project: str | None = None, party: str | None = None,
+                         settings: Settings | None = None, project: str | Sequence[str] | Scope | None = None,
+                         party: str | None = None,
                          max_genes: int | None = None, retriever: Retriever | None = None,
                          embedder: EmbedderSource | None = None,
                          group_by: str = "symbol") -> Packet:
@@ -41,6 +43,9 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
     packet = weigh_retrieval(retrieval, task, settings.weigh,
                              term_weights=query_term_weights(retriever, retrieval.query),
                              source_cache=SourceCache(settings.ingest.max_file_bytes, settings.ingest.read_timeout_s))
+    packet = dataclasses.replace(packet, project=retrieval.project)
+    if retrieval.silence:  # the message is about nothing in the scoped project: say why first
+        packet = dataclasses.replace(packet, known_empty=True, notes=(f"silent: {retrieval.silence}", *packet.notes))
     return point_at_symbols(packet, retrieval.pointers, group_by, retrieval.file_mass, retriever.locate_weights.mass)
 
 

@@ -32,6 +32,7 @@ import httpx
 
 from helix_context.answer.assemble import estimate_messages_tokens
 from helix_context.config import Settings
+from helix_context.llm import chat_scope
 from helix_context.llm.profiles import num_ctx_for, profile
 from helix_context.llm.ribosome import Ribosome
 from helix_context.llm.sessions import SessionRecorder
@@ -39,6 +40,7 @@ from helix_context.llm.streaming import Answer, ChatStream
 from helix_context.llm.upstream import ClientGone, ProxyError, UpstreamClient
 from helix_context.llm.wire import HELIX_FIELDS, ChatCompletionRequest, text_of
 from helix_context.llm.wire_json import json_bytes
+from helix_context.retrieve.scope import UnknownProject
 
 if TYPE_CHECKING:
     from helix_context.manager import HelixContextManager
@@ -67,6 +69,7 @@ class PreparedChat:
     answer_tokens: int = 0  # room asked for the answer (max_tokens, else the configured reserve)
     caller_ctx: int | None = None  # num_ctx the caller asked for (Ollama-style options)
     injected: bool = False
+    context: dict[str, str] = field(default_factory=lambda: chat_scope.context_headers(False, None))
     started: float = field(default_factory=time.perf_counter)
     _prompt_tokens: int | None = field(default=None, repr=False)
 
@@ -84,7 +87,7 @@ class PreparedChat:
 
     def headers(self) -> dict[str, str]:
         return {"X-Helix-Session": self.session_id, "X-Helix-Genes": str(self.genes),
-                "X-Helix-Context-Tokens": str(self.context_tokens)}
+                "X-Helix-Context-Tokens": str(self.context_tokens), **self.context}
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -239,12 +242,14 @@ class ChatProxy:
         if not isinstance(caller_ctx, int) or caller_ctx <= 0:
             caller_ctx = None
         if inject and query:
-            window = await self._build_context(query, model, messages, caller_ctx or prof.context_window)
+            project = chat_scope.chat_project(headers, model, self.settings.proxy)
+            window = await self._build_context(query, model, messages, caller_ctx or prof.context_window, project)
             if window is not None and window.expressed_context.strip():
                 _insert_context(messages, window.expressed_context)
                 prepared.genes = len(window.genes)
                 prepared.context_tokens = window.tokens
                 prepared.injected = True
+            prepared.context = chat_scope.context_headers(prepared.injected, window)  # silence: "none"
 
         if prof.small:
             if prof.no_think:
@@ -258,16 +263,18 @@ class ChatProxy:
         return prepared
 
     async def _build_context(self, query: str, model: str, messages: list[dict[str, Any]],
-                             context_window: int | None) -> Any:
+                             context_window: int | None, project: str | None = None) -> Any:
         retrieval_query = query
         if self.ribosome.available():
             extra = await self.ribosome.expand_query(query)
             if extra:
                 retrieval_query = f"{query} {' '.join(extra)}"
-        call = functools.partial(self.helix.build_context, retrieval_query, model=model,
+        call = functools.partial(self.helix.build_context, retrieval_query, model=model, project=project,
                                  prompt_tokens=estimate_messages_tokens(messages), context_window=context_window)
         try:
             return await anyio.to_thread.run_sync(call)
+        except UnknownProject as exc:  # the caller named a project that does not exist: say which do
+            raise ProxyError(str(exc), status=400, code="unknown_project", kind="invalid_request_error") from None
         except Exception as exc:  # retrieval trouble degrades to "no context", never a failed chat
             log.warning("context retrieval failed, forwarding without context: %s", exc)
             return None

@@ -323,10 +323,12 @@ GROUP_BY = ("symbol", "file")
 
 def pointer_dict(p: Pointer) -> dict[str, Any]:
     """The wire form of a pointer (fingerprint results, MCP)."""
-    return {"gene_id": p.gene.gene_id, "source_id": p.path, "symbol": p.symbol, "kind": p.kind,
+    return {"gene_id": p.gene.gene_id, "source_id": p.path, "project": p.gene.project, "symbol": p.symbol,
+            "kind": p.kind,
             "start_line": p.start_line, "end_line": p.end_line, "score": p.score, "signals": p.signals}
 
 
 def file_hit_dict(hit: FileHit) -> dict[str, Any]:
-    return {"source_id": hit.path, "score": hit.score,
+    return {"source_id": hit.path, "project": hit.pointers[0].gene.project if hit.pointers else None,
+            "score": hit.score,
             "symbols": [{k: v for k, v in pointer_dict(p).items() if k != "signals"} for p in hit.pointers]}

@@ -22,15 +22,20 @@ from helix_context.retrieve.fusion import FUSERS, blend_weights
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
+from helix_context.retrieve.scope import ProjectCatalog, Scope, contains, lead
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
 from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
+from helix_context.retrieve import silence_gate
 
 log = logging.getLogger(__name__)
 
 COACTIVATION_SEEDS = 5
 LOCATE_WINDOW = 60  # genes whose symbols are scored when pointers are asked for
 ABSTAIN_DENSE = 0.25  # best cosine under this, with no query word in the best gene: nothing relevant
+NOTHING_HELD = "nothing indexed holds the message's words or meaning"
+MAX_SCOPED_WIDENING = 8  # a scope of 1/8 of the genome asks the scorers for 8x the candidates, at most
+ProjectArg = str | Sequence[str] | Scope | None
 
 
 def coverage(qs: QuerySignals, gene: Gene) -> float:
@@ -91,6 +96,7 @@ class Retriever:
                                             tests=cfg.locate_tests, mass=cfg.locate_file_mass, dense=cfg.locate_dense)
         self.fuse = FUSERS[cfg.fusion]
         self.span_vectors = SpanVectors()  # spans embedded one by one, kept for the next questions
+        self.catalog = ProjectCatalog(genome)
 
     def _weighs(self, signal: str) -> bool:
         return self.weights.get(signal, 0.0) > 0 or self.code_weights.get(signal, 0.0) > 0
@@ -143,10 +149,18 @@ class Retriever:
         norm = float(np.linalg.norm(summed))
         return summed / norm if norm > 0 else None
 
-    def evidence(self, query: str, stages: dict[str, float] | None = None) -> Evidence:
-        """Every scorer's raw scores for `query`, before fusion (also what the tuning bench records)."""
+    def evidence(self, query: str, stages: dict[str, float] | None = None, *,
+                 allowed: np.ndarray | None = None) -> Evidence:
+        """Every scorer's raw scores for `query`, before fusion (also what the tuning bench records).
+
+        `allowed`: sorted gene ids of the scope; the scorers look further (up to MAX_SCOPED_WIDENING×)
+        so that a small project still gets a full candidate pool, and keep only its genes."""
         stages = {} if stages is None else stages
         cfg = self.settings.retrieval
+        pool = cfg.candidate_pool
+        if allowed is not None:
+            total = max(1, self.genome.live_gene_count())
+            pool = int(pool * min(MAX_SCOPED_WIDENING, max(1.0, total / max(1, len(allowed)))))
         t0 = time.perf_counter()
         qs = query_mod.extract(query, self.settings.synonyms)
         stages["signals"] = time.perf_counter() - t0
@@ -157,28 +171,48 @@ class Retriever:
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):
-                per_signal[name] = scorer(self.genome, qs, cfg.candidate_pool, terms)
+                per_signal[name] = scorer(self.genome, qs, pool, terms)
         defs = definitions(self.genome, qs)
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)
         stages["lexical"] = time.perf_counter() - t
         t = time.perf_counter()
         vector = self._query_vector(qs)
-        per_signal["dense"] = dense_scorer(self.genome, vector, cfg.candidate_pool, exact_below=cfg.ann_threshold)
+        per_signal["dense"] = dense_scorer(self.genome, vector, pool, exact_below=cfg.ann_threshold)
         stages["dense"] = time.perf_counter() - t
+        if allowed is not None:
+            per_signal = {name: _only(scores, allowed) for name, scores in per_signal.items()}
+            held = contains(allowed, [d[0].gene for d in defs.values()])
+            defs = {sid: d for sid, d in defs.items() if d[0].gene in held}
         return Evidence(qs, terms, per_signal, defs, vector, query_kind(qs, terms, bool(defs)))
 
-    def retrieve(self, query: str, *, max_genes: int | None = None, project: str | None = None,
+    def scope(self, project: ProjectArg) -> Scope:
+        """The Scope for a project argument (names are checked: UnknownProject lists the known ones)."""
+        return project if isinstance(project, Scope) else self.catalog.resolve(project)
+
+    def retrieve(self, query: str, *, max_genes: int | None = None, project: ProjectArg = None,
                  party: str | None = None, zone: ZoneCap | None = None, floor: float | None = None,
                  gate: bool = True, pointers: bool = False) -> Retrieval:
-        """Ranked genes for `query`; with `pointers`, also the symbol spans that matched, best first."""
+        """Ranked genes for `query`; with `pointers`, also the symbol spans that matched, best first.
+
+        `project` (one name, several, or a Scope) answers from those projects' genes only; without
+        one the project the evidence leads to answers (retrieve/scope.py). With `gate`, a message
+        about nothing in that project returns nothing, with the reason in `silence` (weigh/silence.py)."""
         cfg = self.settings.retrieval
         max_genes = cfg.max_genes if max_genes is None else max(0, max_genes)
         stages: dict[str, float] = {}
-        ev = self.evidence(query, stages)
+        scope = self.scope(project)
+        cap0 = zone.max_genes if zone else None
+        if scope.silent_reason:
+            qs0 = query_mod.extract(query, self.settings.synonyms)
+            return Retrieval(qs0, (), "abstain", 0, cap0, stages, project=",".join(scope.names),
+                             silence=scope.silent_reason)
+        allowed = self.catalog.rowids(scope.names) if scope.scoped else None
+        ev = self.evidence(query, stages, allowed=allowed)
         qs, terms, per_signal, defs, vector = ev.qs, ev.terms, ev.per_signal, ev.defs, ev.vector
         if not per_signal:
-            return Retrieval(qs, (), "abstain", 0, zone.max_genes if zone else None, stages)
+            return Retrieval(qs, (), "abstain", 0, cap0, stages, project=",".join(scope.names) or None,
+                             silence=NOTHING_HELD if gate else "")
 
         t = time.perf_counter()
         code_weights = self.code_weights_for(ev.kind)
@@ -186,26 +220,31 @@ class Retriever:
         if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
+            if co and allowed is not None:  # genes delivered together with these may be another project's
+                co = _only(co, allowed)
             if co:
                 per_signal["coactivation"] = co
                 fused = self._fuse(per_signal, code_weights)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
+        answered = ",".join(scope.names) or None
+        if not scope.scoped and cfg.scope_by_evidence:
+            t = time.perf_counter()
+            ranked, answered = self._lead(ranked)
+            stages["scope"] = time.perf_counter() - t
+
         t = time.perf_counter()
-        scoped = project is not None or party is not None
         # decode only what can be returned (gated: room for the floor/tier to choose from)
         wanted = max_genes if not gate else max(max_genes * 3, 24)
         if pointers:
             wanted = max(wanted, LOCATE_WINDOW)
-        window = ranked[: wanted * (5 if scoped else 1)]
+        window = ranked[: wanted * (5 if party is not None else 1)]
         genes = self.genome.genes_by_rowid(r for r, _ in window)
         items: list[ScoredGene] = []
         for rowid, (score, parts) in window:
             gene = genes.get(rowid)
             if gene is None or gene.tier == "archived":
-                continue
-            if project is not None and gene.project != project:
                 continue
             if party is not None and party not in (gene.device, gene.user, gene.org, gene.agent):
                 continue
@@ -228,15 +267,28 @@ class Retriever:
                                  tests_factor=self.locate_weights.tests, tests_wanted=tests_wanted)
             stages["locate"] = time.perf_counter() - t
         if not gate:
-            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located, mass)
+            return Retrieval(qs, tuple(items[:max_genes]), "ungated", candidates, None, stages, located, mass,
+                             project=answered)
         if not items or max_genes == 0:
-            return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
+            return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
+                             silence=NOTHING_HELD if not items else "")
         best = items[0]
         best_dense = max(per_signal["dense"].values(), default=0.0)
         if (best.score < cfg.abstain_below
                 or (coverage(qs, best.gene) == 0.0 and (vector is None or best_dense < ABSTAIN_DENSE)
                     and not best.signals.get("path") and not best.signals.get("path_terms"))):
-            return Retrieval(qs, (), "abstain", candidates, zone.max_genes if zone else None, stages)
+            return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
+                             silence=NOTHING_HELD)
+        features: dict[str, float] = {}
+        if cfg.silence:
+            t = time.perf_counter()
+            verdict = silence_gate.judge_query(self, qs, scope.names or _names(answered), items, per_signal,
+                                               vector is not None)
+            stages["silence"] = time.perf_counter() - t
+            if verdict.silent:
+                return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
+                                 silence=verdict.reason, silence_features=verdict.features.to_dict())
+            features = verdict.features.to_dict()
         floor_frac = cfg.score_floor if floor is None else floor
         kept = [it for it in items if it.score >= floor_frac * best.score]
         tier, count = pick_tier([it.score for it in kept], max_genes)
@@ -247,4 +299,30 @@ class Retriever:
         if located:
             shown = {it.gene.rowid for it in kept[:count]}
             located = tuple(p for p in located if p.gene.rowid in shown)
-        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass)
+        return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass,
+                         project=answered, silence_features=features)
+
+    def _lead(self, ranked: list[tuple[int, tuple[float, dict[str, float]]]]
+              ) -> tuple[list[tuple[int, tuple[float, dict[str, float]]]], str | None]:
+        """Evidence-led scope: the ranking less the other projects' genes that do not clearly outscore
+        the leading project's best (retrieve/scope.py), and the leader's name."""
+        sizes = self.catalog.sizes()
+        if not sizes or not ranked:  # genes without projects only: nothing to choose between
+            return ranked, None
+        ids = [r for r, _ in ranked]
+        projects: dict[int, str | None] = {}
+        for name in sizes:
+            for rowid in contains(self.catalog.rowids([name]), ids):
+                projects[rowid] = name
+        found = lead([(r, v[0]) for r, v in ranked], projects)
+        keep = set(found.kept)
+        return [kv for kv in ranked if kv[0] in keep], found.project
+
+
+def _only(scores: dict[int, float], allowed: np.ndarray) -> dict[int, float]:
+    inside = contains(allowed, scores)
+    return {r: v for r, v in scores.items() if r in inside}
+
+
+def _names(answered: str | None) -> tuple[str, ...]:
+    return tuple(answered.split(",")) if answered else ()

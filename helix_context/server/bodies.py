@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_QUERY_CHARS = 1_000_000
+# one project, or several ("a,b" or ["a", "b"]); unknown names are refused with the known ones listed
+ProjectScope = str | list[Annotated[str, Field(max_length=500)]] | None
+PROJECT_HELP = "answer from this project (or these projects) only; default: the project the evidence leads to"
 
 
 class _Body(BaseModel):
@@ -17,7 +20,7 @@ class ContextRequest(_Body):
     query: str = Field(..., max_length=MAX_QUERY_CHARS, description="what the model needs context for")
     budget_tokens: int | None = Field(None, gt=0, le=1_000_000, description="token budget (default [budget] token_budget)")
     model: str | None = Field(None, max_length=200, description="target model; small/MoE models get the small layout")
-    project: str | None = Field(None, max_length=500)
+    project: ProjectScope = Field(None, max_length=500, description=PROJECT_HELP)
     party: str | None = Field(None, max_length=200, description="only genes from this device / user / org / agent")
     prompt_tokens: int = Field(0, ge=0, le=10_000_000, description="size of the caller's prompt (budget zone)")
     context_window: int | None = Field(None, gt=0, le=10_000_000)
@@ -26,7 +29,7 @@ class ContextRequest(_Body):
 class PacketRequest(_Body):
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     task_type: str = Field("edit", max_length=40, description="plan | explain | review | edit | debug | ops | quote")
-    project: str | None = Field(None, max_length=500)
+    project: ProjectScope = Field(None, max_length=500, description=PROJECT_HELP)
     party: str | None = Field(None, max_length=200)
     max_genes: int | None = Field(None, gt=0, le=200)
     group_by: Literal["symbol", "file"] = Field(
@@ -36,7 +39,7 @@ class PacketRequest(_Body):
 class FingerprintRequest(_Body):
     query: str = Field(..., max_length=MAX_QUERY_CHARS)
     max_results: int = Field(10, gt=0, le=1000)
-    project: str | None = Field(None, max_length=500)
+    project: ProjectScope = Field(None, max_length=500, description=PROJECT_HELP)
     party: str | None = Field(None, max_length=200)
     group_by: Literal["symbol", "file"] = Field(
         "symbol", description="symbol: ranked spans of functions/classes; file: files ranked by their symbols")

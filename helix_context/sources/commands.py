@@ -18,6 +18,7 @@ import httpx
 import psutil
 
 from helix_context import signals
+from helix_context.sources.projects import default_project
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
@@ -110,8 +111,7 @@ def _print_list(status: dict[str, Any]) -> None:
     for row in status["sources"]:
         line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} chunks  "
                 f"indexed {_ago(row['last_indexed']):<12} {row['path']}")
-        if row.get("project"):
-            line += f"  [{row['project']}]"
+        line += f"  [{row.get('project') or default_project(row['path'])}]"  # unset: what the next start gives it
         print(line)
         if row.get("progress"):
             print(f"            indexing {row['progress']['done']:,} / {row['progress']['total']:,} files")

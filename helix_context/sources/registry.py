@@ -16,6 +16,7 @@ from helix_context.genome import sources_sql
 from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.store import Genome
 from helix_context.errors import SourceError, SourceNotFound
+from helix_context.sources import projects
 
 
 def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: bool = False) -> Path:
@@ -74,7 +75,11 @@ def find(genome: Genome, raw: str | Path) -> SourceRow | None:
 def record_add(genome: Genome, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
     """Without a backend: put the folder on the list; the next start indexes and watches it."""
     path = resolve_folder(raw, home=home)
-    return sources_sql.add_source(genome, str(path), project or None, time.time())
+    sources_sql.add_source(genome, str(path), project or None, time.time())
+    projects.assign(genome, str(path), project)
+    row = sources_sql.get_source(genome, str(path))
+    assert row is not None
+    return row
 
 
 def record_remove(genome: Genome, raw: str | Path, *, forget: bool) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from helix_context.genome.store import Genome
 from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
+from helix_context.sources.projects import assign, ensure_projects
 from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
@@ -120,6 +121,7 @@ class SourcesService:
     def start(self, indexer: Indexer) -> None:
         """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
         self._indexer = indexer
+        ensure_projects(self.genome)  # sources recorded before projects were required get one
         for row in sources_sql.list_sources(self.genome):
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
             if row.pending == "forget":
@@ -154,7 +156,10 @@ class SourcesService:
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
         path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
         key = str(path)
-        row = sources_sql.add_source(self.genome, key, project or None, time.time())
+        sources_sql.add_source(self.genome, key, project or None, time.time())
+        assign(self.genome, key, project)
+        row = sources_sql.get_source(self.genome, key)
+        assert row is not None
         with self._cond:
             self._cancel.discard(key)
             self._missing.discard(key)

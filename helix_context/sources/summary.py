@@ -72,6 +72,10 @@ def summary_line(state: IndexState) -> str:
         line = f"Index rescanned, {folders(len(watching))}; {degraded} polled because native file events failed"
     else:
         line = f"Index up to date, {folders(len(watching))}"
+        names = sorted({s["project"] for s in watching if s.get("project")})  # the tray shows them
+        if names:
+            shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+            line += f" ({'project' if len(names) == 1 else 'projects'} {shown})"
     missing = sum(1 for s in watching if s["state"] == "missing")
     if missing:
         line += f" ({missing} missing)"

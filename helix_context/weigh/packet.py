@@ -30,11 +30,13 @@ class PacketItem:
     symbol: str | None = None  # the function / method / class that matched (its span is start..end)
     kind: str | None = None
     relevance: float = 1.0  # share of the query's idf mass the item holds (weigh/relevance.py)
+    project: str | None = None  # the project the item's gene belongs to
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gene_id": self.gene_id,
             "source_id": self.source_id,
+            "project": self.project,
             "symbol": self.symbol,
             "kind": self.kind,
             "start_line": self.start_line,
@@ -82,6 +84,7 @@ class Packet:
     known_empty: bool
     tier: str
     files: tuple[dict[str, Any], ...] = ()  # with group_by="file": files ranked by their symbols' evidence
+    project: str | None = None  # the project answered from: the scope named, else the one the evidence led to
 
     @property
     def needs_refresh(self) -> tuple[PacketItem, ...]:
@@ -96,6 +99,7 @@ class Packet:
             "query": echo(self.query),
             "task_type": self.task_type,
             "tier": self.tier,
+            "project": self.project,
             "known_empty": self.known_empty,
             "coordinate_confidence": round(self.coordinate_confidence, 4),
             "verified": [i.to_dict() for i in self.verified],

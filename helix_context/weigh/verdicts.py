@@ -164,6 +164,7 @@ def _weigh_item(
         reason=reason,
         preview=_preview(gene.content),
         relevance=rel,
+        project=gene.project,
     )
 
 

@@ -60,7 +60,7 @@ def test_tray_entries_add_a_folder_show_progress_and_pause(pystray_dummy, superv
     progress = re.compile(r"^Indexing [\d,]+ / [\d,]+ files$")
     seen = wait_until(lambda: any(progress.match(t) for t in [*lines, menu.items[line].text]), timeout=30)
     assert seen, f"the status line never showed the indexing progress: {lines}"
-    wait_until(lambda: menu.items[line].text == "Index up to date, 1 folder", timeout=60)
+    wait_until(lambda: menu.items[line].text == "Index up to date, 1 folder (project project)", timeout=60)
     assert urls == []
     (row,) = app.sources_menu.status["sources"]
     assert row["path"] == str(folder.resolve()) and row["files"] == 1200

@@ -81,7 +81,8 @@ def test_finds_the_right_chunk(loaded: HelixContextManager, project: Path) -> No
     assert top_path(loaded, "why did job 2 fail connection refused").endswith("worker.log")
     result = loaded.fingerprint("compute_invoice_total", max_results=3)[0]
     assert result["start_line"] <= 4 <= result["end_line"]
-    assert set(result) == {"gene_id", "source_id", "symbol", "kind", "start_line", "end_line", "score", "signals"}
+    assert set(result) == {"gene_id", "source_id", "project", "symbol", "kind", "start_line", "end_line", "score",
+                           "signals"}
     assert result["symbol"] == "compute_invoice_total" and result["kind"] == "function"
     assert result["signals"] and all(isinstance(v, float) for v in result["signals"].values())
 
@@ -96,7 +97,8 @@ def test_abstains_when_nothing_relevant(loaded: HelixContextManager) -> None:
     window = loaded.build_context("lattice quantum chromodynamics gluon propagator")
     assert window.tier == "abstain"
     assert window.expressed_context == ""
-    assert window.context_health.status == "denatured"
+    assert window.context_health.status == "silent"  # the message is about nothing indexed: says so
+    assert window.context_health.reason
     packet = loaded.packet("lattice quantum chromodynamics gluon propagator", task_type="explain")
     assert packet.known_empty and packet.notes
 
@@ -180,8 +182,11 @@ def test_freshness_edit_then_delete(loaded: HelixContextManager, project: Path) 
 
 
 def test_bad_queries_get_clear_answers(loaded: HelixContextManager) -> None:
-    assert loaded.build_context("").tier == "abstain"
-    assert loaded.build_context("   \t\n").tier == "abstain"
+    for empty in ("", "   \t\n"):  # one clear refusal (a 400 over HTTP), not an empty answer
+        with pytest.raises(ValueError, match="query is empty: say what you need context for"):
+            loaded.build_context(empty)
+        with pytest.raises(ValueError, match="query is empty"):
+            loaded.packet(empty)
     assert loaded.build_context("port\x00\x01\x1b[31m config").tier != "error"
     huge = "server port " + "x" * 1_000_000
     assert loaded.build_context(huge).tokens <= loaded.settings.budget.token_budget
@@ -210,5 +215,5 @@ def test_fingerprint_batch_cli(loaded: HelixContextManager, tmp_path: Path) -> N
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["id"] for line in lines] == ["a", 7]
     assert lines[1]["results"][0]["source_id"].endswith("billing.py")
-    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "symbol", "kind", "start_line", "end_line", "score",
-                                           "signals"}
+    assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "project", "symbol", "kind", "start_line",
+                                           "end_line", "score", "signals"}

@@ -90,8 +90,8 @@ def test_malformed_json_unknown_task_empty_and_huge_queries(server) -> None:
     assert r.status_code == 422 and "error" in r.json()
     r = httpx.post(server.url + "/context/packet", json={"query": "port", "task_type": "dance"})
     assert r.status_code == 400 and "plan" in r.json()["error"]["message"]
-    r = httpx.post(server.url + "/context", json={"query": ""})
-    assert r.status_code == 200 and r.json()["tier"] == "abstain"
+    r = httpx.post(server.url + "/context", json={"query": ""})  # one clear 400, not an empty answer
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("query is empty")
     r = httpx.post(server.url + "/context", json={"query": "port \x00\x07 " + "y" * 900_000}, timeout=60)
     assert r.status_code == 200
     r = httpx.post(server.url + "/ingest", json={"content": "a\x00b"})

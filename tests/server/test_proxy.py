@@ -73,7 +73,9 @@ def start(settings, server_factory, monkeypatch):
     def _start(upstream_url: str, *, ribosome: dict | None = None, **proxy):
         cfg = _settings(settings, upstream_url, **proxy)
         if ribosome:
-            cfg = cfg.replace(ribosome=ribosome)
+            # what is asked here is whether the expansion reaches retrieval; whether a message sharing no
+            # word with a one-gene, embedding-less genome is on topic is weigh/silence.py's (tests/server/test_scoping.py)
+            cfg = cfg.replace(ribosome=ribosome, retrieval={"silence": False})
         server = server_factory(cfg)
         client = OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=30)
         return server, client

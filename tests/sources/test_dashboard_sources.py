@@ -124,9 +124,10 @@ def test_the_sources_panel_adds_pauses_and_removes_folders(browser, server_facto
 
     page = browser(server.url + "/dashboard#sources")
     wait_until(lambda: page.panel("ready") == "1" and page.panel("rows") == "1", what="the panel to render")
-    assert page.panel("summary") == "Index up to date, 1 folder"
+    assert page.panel("summary") == "Index up to date, 1 folder (project alpha)"
     (row,) = page.rows()
     assert row["path"] == str(first.resolve()) and row["state"] == "watching" and row["files"] == "4"
+    assert row["project"] == "alpha"  # every source has a project: the folder's name when none was given
 
     page.js(f"document.getElementById('sources-path').value = {json.dumps(str(second))};"
             "document.getElementById('sources-project').value = 'beta-project';"

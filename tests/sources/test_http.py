@@ -50,7 +50,7 @@ def test_a_source_added_while_the_backend_is_down_is_indexed_at_start_and_kept_f
         status = client.get("/sources").json()
         (row,) = status["sources"]
         assert row["state"] == "watching" and row["files"] == 7 and row["genes"] >= 7 and row["last_indexed"]
-        assert status["summary"] == "Index up to date, 1 folder"
+        assert status["summary"] == "Index up to date, 1 folder (project demo)"
         assert "zebracorn_settlement" in _context(client, "how are invoices settled? zebracorn")
 
         write(root / "docs" / "billing.md", "# Billing\n\nInvoices are settled by the hourly quokkawave_payout job.\n")

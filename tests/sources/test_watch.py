@@ -50,7 +50,7 @@ def test_edit_delete_rename_and_new_file_are_followed(service_factory, tmp_path:
     status = service.status()
     (row,) = status["sources"]
     assert row["files"] == 6 and row["genes"] >= 6 and row["watching"]
-    assert status["summary"] == "Index up to date, 1 folder"
+    assert status["summary"] == "Index up to date, 1 folder (project proj)"
 
 
 def test_writes_to_ignored_paths_queue_nothing(service_factory, tmp_path: Path) -> None:

@@ -318,7 +318,7 @@
     ok: "var(--ok)", warn: "var(--warn)", err: "var(--err)", axis: "var(--axis)",
   };
   const PALETTE = [C.c1, C.c2, C.c3, C.c4, C.c5, C.c6];
-  const VERDICT_COLORS = { verified: C.ok, stale_risk: C.warn, needs_refresh: C.err };
+  const VERDICT_COLORS = { verified: C.ok, stale_risk: C.warn, needs_refresh: C.err, no_context: C.axis };
   const TIER_ORDER = ["tight", "focused", "broad"];
   const TIER_COLORS = { tight: C.c3, focused: C.c1, broad: C.c2, open: C.c3, aging: C.c4, archived: C.axis };
 
@@ -436,7 +436,7 @@
     legend("legend-retrieval", stageSeries.map((st) => ({ name: st.name, color: st.color, dash: st.dash, value: fmtSec(get(ret, "stages." + st.name + ".p95", null)) })));
 
     // verdicts
-    const vnames = ["verified", "stale_risk", "needs_refresh"];
+    const vnames = ["verified", "stale_risk", "needs_refresh", "no_context"];  // no_context: messages answered with silence
     for (const k of Object.keys(s.verdicts || {})) if (!vnames.includes(k)) vnames.push(k);
     const vSeries = vnames.map((n, i) => ({ name: n, color: VERDICT_COLORS[n] || PALETTE[i % PALETTE.length], values: series(pts, (p) => p.verdicts ? (p.verdicts[n] || 0) : null) }));
     barChart("chart-verdicts", pts, vSeries, { fmt: fmtNum, interval: data.interval_s, empty: "No packets yet" });

@@ -57,8 +57,10 @@
     tr.dataset.state = src.state;
     tr.dataset.files = src.files;
     tr.dataset.genes = src.genes;
+    tr.dataset.project = src.project || "";
     const path = text("td", src.path, "path");
     path.title = src.path + (src.project ? "  [" + src.project + "]" : "");
+    if (src.project) path.appendChild(text("span", " [" + src.project + "]", "project"));
     tr.appendChild(path);
     const state = document.createElement("td");
     state.appendChild(text("span", src.state, "state " + src.state));

@@ -1,0 +1,172 @@
+"""Which project's genes answer a question: the one named, else the one with the strongest evidence.
+
+Why: one genome holds several projects, and a question about one of them must not be
+answered from another's code because a common word matched there. A named scope
+(`project` on the API, `X-Helix-Project`, `--project`, the MCP client's roots) is a
+filter on the candidates. Without one, the project whose genes hold the most of the
+ranking's evidence leads, and another project's gene stays only when its own score is
+clearly higher than the leader's best (`LEAD_MARGIN`). Nothing here knows any project.
+
+`ProjectCatalog` keeps each project's live gene ids and size per genome generation, so
+scoping costs a set lookup per candidate, not a query.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from helix_context.errors import InvalidRequest
+from helix_context.genome import projects_sql
+from helix_context.genome.store import Genome
+
+LEAD_WINDOW = 30  # ranked genes whose projects are weighed to pick the leader
+LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the window
+LEAD_MARGIN = 1.25  # another project's gene stays when it outscores the leader's best by this factor
+MAX_SCOPE_NAMES = 16
+MAX_WORD_COUNTS = 50_000  # remembered (projects, word) document counts per generation
+NO_PROJECT = ""  # genes ingested without a project (API text, session notes) group under this key
+
+
+class UnknownProject(InvalidRequest):
+    """A project name no source or gene carries; the message lists the known ones."""
+
+
+def parse_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`"a"`, `"a,b"` or `["a", "b"]` → ("a", "b"); None or blanks → () (no scope)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+    if len(names) > MAX_SCOPE_NAMES:
+        raise InvalidRequest(f"at most {MAX_SCOPE_NAMES} projects in one scope, got {len(names)}")
+    return names
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The projects a question is answered from; `names` empty: every project, evidence decides."""
+
+    names: tuple[str, ...] = ()
+    explicit: bool = False  # named by the caller (not chosen by evidence)
+    silent_reason: str | None = None  # named, but none of its sources can answer now (paused / missing)
+
+    @property
+    def scoped(self) -> bool:
+        return bool(self.names)
+
+
+class ProjectCatalog:
+    """Live genes per project, and each project's gene ids, remembered per genome generation."""
+
+    def __init__(self, genome: Genome) -> None:
+        self.genome = genome
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._sizes: dict[str, int] = {}
+        self._rowids: dict[tuple[str, ...], np.ndarray] = {}
+        self._word_counts: dict[tuple[tuple[str, ...], str], int] = {}  # (projects, word) → their genes holding it
+
+    def _fresh(self) -> None:
+        generation = self.genome.generation()
+        if generation != self._generation:
+            sizes = projects_sql.live_projects(self.genome)
+            with self._lock:
+                self._generation, self._sizes, self._rowids, self._word_counts = generation, sizes, {}, {}
+
+    def sizes(self) -> dict[str, int]:
+        """Live genes per project."""
+        self._fresh()
+        return dict(self._sizes)
+
+    def rowids(self, names: Sequence[str]) -> np.ndarray:
+        """Sorted live gene ids of these projects."""
+        self._fresh()
+        key = tuple(sorted(set(names)))
+        with self._lock:
+            found = self._rowids.get(key)
+        if found is None:
+            found = projects_sql.project_rowids(self.genome, key)
+            with self._lock:
+                if len(self._rowids) > 64:  # bounded: scopes are few, but callers choose them
+                    self._rowids.clear()
+                self._rowids[key] = found
+        return found
+
+    def word_count(self, names: Sequence[str], word: str) -> int | None:
+        """A remembered count of the projects' genes holding `word` (this generation), or None."""
+        with self._lock:
+            return self._word_counts.get((tuple(sorted(set(names))), word))
+
+    def remember_word_count(self, names: Sequence[str], word: str, count: int) -> None:
+        with self._lock:
+            if len(self._word_counts) >= MAX_WORD_COUNTS:  # bounded: questions share their words, not all of them
+                self._word_counts.clear()
+            self._word_counts[(tuple(sorted(set(names))), word)] = count
+
+    def size(self, names: Sequence[str]) -> int:
+        sizes = self.sizes()
+        return sum(sizes.get(n, 0) for n in names)
+
+    def resolve(self, requested: str | Sequence[str] | None, *, sourced: Mapping[str, str | None] | None = None
+                ) -> Scope:
+        """The scope for a request. UnknownProject (a 4xx listing the known ones) for a name nothing carries.
+
+        `sourced`: project → why none of its sources can answer now (None when one can), from the
+        sources' list (sources/projects.py); a project only sources know (not indexed yet) is known too."""
+        names = parse_names(requested)
+        if not names:
+            return Scope()
+        sourced = dict(sourced or {})
+        known = set(self.sizes()) | set(sourced)
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            listed = ", ".join(sorted(known)) or "none yet (add a folder with `helix sources add PATH`)"
+            raise UnknownProject(f"unknown project {', '.join(repr(n) for n in unknown)}; known projects: {listed}")
+        reasons = [sourced.get(n) for n in names]
+        silent = "; ".join(r for r in reasons if r) if all(reasons) else None
+        return Scope(names, explicit=True, silent_reason=silent)
+
+
+def contains(rowids: np.ndarray, candidates: Iterable[int]) -> set[int]:
+    """The candidates that are in the sorted `rowids`."""
+    wanted = np.fromiter(candidates, dtype=np.int64)
+    if len(wanted) == 0 or len(rowids) == 0:
+        return set()
+    at = np.searchsorted(rowids, wanted)
+    at[at >= len(rowids)] = 0
+    return set(wanted[rowids[at] == wanted].tolist())
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The project the evidence points at, and the ranked genes that stay with it."""
+
+    project: str | None  # None: no ranking, or genes without projects only
+    kept: tuple[int, ...]  # rowids, in ranking order
+    others: int  # genes of other projects that stayed because they outscored the leader clearly
+
+
+def lead(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None]) -> Lead:
+    """Evidence-led scope: the project with the most score among the best-ranked genes leads.
+
+    A gene of another project stays only when its score exceeds LEAD_MARGIN × the leader's best."""
+    if not ranked:
+        return Lead(None, (), 0)
+    evidence: dict[str, list[float]] = {}
+    for rowid, score in ranked[:LEAD_WINDOW]:
+        evidence.setdefault(projects.get(rowid) or NO_PROJECT, []).append(score)
+    leader = max(evidence, key=lambda p: (sum(sorted(evidence[p], reverse=True)[:LEAD_TOP]), -len(p)))
+    best = max(evidence[leader])
+    kept: list[int] = []
+    others = 0
+    for rowid, score in ranked:
+        if (projects.get(rowid) or NO_PROJECT) == leader:
+            kept.append(rowid)
+        elif score > LEAD_MARGIN * best:
+            kept.append(rowid)
+            others += 1
+    return Lead(leader or None, tuple(kept), others)

@@ -1,0 +1,69 @@
+"""Gathers what weigh/silence.py decides from: the query against the scoped project's own statistics.
+
+Why here: the numbers need the genome (a project's document count of each query word, its
+size, its genes' similarities), and weigh/ stays free of storage. Without a project (genes
+ingested without one, e.g. a corpus of API texts) the whole genome's statistics stand in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from helix_context.genome import projects_sql
+from helix_context.genome.fts_text import fts_tokens
+from helix_context.models import QuerySignals, ScoredGene
+from helix_context.retrieve.scope import contains
+from helix_context.weigh.relevance import gene_words, query_words
+from helix_context.weigh.silence import Silence, SilenceRule, features, judge
+
+if TYPE_CHECKING:
+    from helix_context.retrieve.retriever import Retriever
+
+MAX_POSTINGS = 20_000  # a word's genes read to count how many are the project's; past this it is common
+BEST_ITEMS = 3  # the best share is the most any of the first few genes holds
+RULE = SilenceRule()
+
+
+def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndarray | None,
+                    names: Sequence[str] = ()) -> tuple[dict[str, int], int]:
+    """(word → the project's genes holding it, the project's live genes); counts are remembered per
+    generation (questions share their words, and a common word's postings are the costly part)."""
+    genome = retriever.genome
+    if allowed is None:
+        return retriever.doc_counts.get(genome.conn, list(words)), genome.live_gene_count()
+    counts: dict[str, int] = {}
+    catalog = retriever.catalog
+    for word in words:
+        known = catalog.word_count(names, word)
+        if known is not None:
+            counts[word] = known
+            continue
+        rows = projects_sql.term_rowids(genome, word, MAX_POSTINGS)
+        held = len(contains(allowed, rows))
+        if held and len(rows) >= MAX_POSTINGS:  # read only a part: scale up to the whole genome's count
+            held = int(held * retriever.doc_counts.get(genome.conn, [word]).get(word, len(rows)) / len(rows))
+        counts[word] = held
+        catalog.remember_word_count(names, word, held)
+    return counts, len(allowed)
+
+
+def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], items: Sequence[ScoredGene],
+                per_signal: dict[str, dict[int, float]], dense_on: bool, rule: SilenceRule = RULE) -> Silence:
+    """Speak or stay silent for this query, judged against the projects `names` (empty: the genome)."""
+    allowed = retriever.catalog.rowids(names) if names else None
+    if allowed is not None and len(allowed) == 0:
+        allowed = None  # genes without a project: the genome's statistics
+    words = query_words(qs)
+    counts, genes = _project_counts(retriever, words, allowed, names)
+    idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
+    ident_counts, _ = (_project_counts(retriever, sorted(idents - set(counts)), allowed, names) if idents
+                       else ({}, 0))
+    held_idents = sum(1 for t in idents if (counts.get(t) or ident_counts.get(t, 0)) > 0)
+    best_words = [gene_words(it.gene) for it in items[:BEST_ITEMS]]
+    cosines = sorted(per_signal.get("dense", {}).values(), reverse=True) if dense_on else None
+    f = features(words, counts, genes, best_words, held_idents, (cosines or None) if dense_on else None)
+    project = ",".join(names) if names else None
+    return judge(f, rule, project)

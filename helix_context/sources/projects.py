@@ -1,0 +1,127 @@
+"""Every source belongs to a project: the name given, else its git top level's name, else the folder's.
+
+Questions are answered from one project's genes (retrieve/scope.py), so a source without a
+project would be invisible to every scoped question. `ensure_projects` is the start-up
+migration: sources recorded before projects were required get their default name, and
+their genes and files are relabelled to match.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from helix_context.genome import projects_sql, sources_sql
+from helix_context.genome.store import Genome
+
+log = logging.getLogger("helix.sources")
+
+MAX_GIT_LEVELS = 40  # how far up a folder's parents the git top level is looked for
+
+
+def default_project(folder: str | Path) -> str:
+    """The git top level's name for a folder inside a repository, else the folder's own name."""
+    path = Path(folder)
+    for level, parent in enumerate([path, *path.parents]):
+        if level > MAX_GIT_LEVELS:
+            break
+        try:
+            if (parent / ".git").exists():
+                return parent.name or str(parent)
+        except OSError:
+            break
+    return path.name or str(path)
+
+
+def ensure_projects(genome: Genome) -> list[tuple[str, str]]:
+    """Give each source without a project its default one, and its genes that project; (path, project) each.
+
+    Idempotent: a second run finds nothing to do."""
+    done: list[tuple[str, str]] = []
+    for row in sources_sql.list_sources(genome):
+        if row.project:
+            continue
+        name = default_project(row.path)
+        moved = projects_sql.set_project(genome, row.path, name)
+        log.info("source %s: project %r (%d genes relabelled)", row.path, name, moved)
+        done.append((row.path, name))
+    return done
+
+
+def assign(genome: Genome, folder: str, project: str | None) -> str:
+    """The source's project after an add: the one given, else the one it has, else its default;
+    its genes follow (a re-add with another name relabels them, which an unchanged file's re-ingest
+    would not)."""
+    row = sources_sql.get_source(genome, folder)
+    name = (project or "").strip() or (row.project if row is not None and row.project else default_project(folder))
+    projects_sql.set_project(genome, folder, name)
+    return name
+
+
+@dataclass(frozen=True)
+class ProjectState:
+    """What the sources say about one project: its folders, and whether any of them can answer now."""
+
+    name: str
+    folders: tuple[str, ...]
+    unavailable: tuple[str, ...]  # folders paused or missing, each with why
+    paused: bool
+
+    @property
+    def silent_reason(self) -> str | None:
+        """Why a question scoped to this project gets nothing, or None when one of its folders is usable."""
+        if not self.folders or len(self.unavailable) < len(self.folders):
+            return None
+        return (f"every source of project {self.name!r} is paused or missing ({'; '.join(self.unavailable)}): "
+                "resume indexing or restore the folder")
+
+
+def project_states(genome: Genome) -> dict[str, ProjectState]:
+    """Each project that has sources, with its folders' availability (a stat per folder)."""
+    paused = sources_sql.paused(genome)
+    folders: dict[str, list[str]] = {}
+    unavailable: dict[str, list[str]] = {}
+    for row in sources_sql.list_sources(genome):
+        if row.state == "removing":
+            continue
+        name = row.project or default_project(row.path)
+        folders.setdefault(name, []).append(row.path)
+        missing = row.state == "missing" or not Path(row.path).is_dir()
+        if missing:
+            unavailable.setdefault(name, []).append(f"{row.path} is missing")
+        elif paused:
+            unavailable.setdefault(name, []).append(f"{row.path} is paused")
+    return {name: ProjectState(name, tuple(paths), tuple(unavailable.get(name, ())), paused)
+            for name, paths in folders.items()}
+
+
+def projects_for_paths(sources: Iterable[tuple[str, str | None]], paths: Iterable[str | PurePath]) -> tuple[str, ...]:
+    """Projects of the sources that hold one of `paths` or lie inside one (a workspace root above
+    several checkouts scopes to all of them). `sources`: (folder, project) pairs."""
+    wanted = [_pure(p) for p in paths]
+    found: list[str] = []
+    for folder, project in sources:
+        if not project:
+            continue
+        root = _pure(folder)
+        if any(p == root or root in p.parents or p in root.parents for p in wanted):
+            found.append(project)
+    return tuple(dict.fromkeys(found))
+
+
+def _pure(path: str | PurePath) -> PurePath:
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return Path(path).absolute()
+
+
+def cwd_projects(genome: Genome, cwd: Path | None = None) -> tuple[str, ...]:
+    """Projects of the sources holding the current directory (the CLI's scope when none is named)."""
+    here = cwd or Path.cwd()
+    rows = [(r.path, r.project) for r in sources_sql.list_sources(genome) if r.state != "removing"]
+    inside = [(folder, project) for folder, project in rows if _pure(here) == _pure(folder)
+              or _pure(folder) in _pure(here).parents]
+    return projects_for_paths(inside, [here])
