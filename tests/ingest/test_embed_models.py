@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -217,8 +218,13 @@ def test_server_reports_fallback_and_reembed_progress(tmp_path: Path, settings, 
     (code_copy / embed_models.CODE_WEIGHTS).unlink()  # the configured model is broken
     server = server_factory(settings.replace(embedding={"model": "code-minilm"}, ner={"enabled": False}))
     with server.client() as client:
-        health = client.get("/health").json()
-        part = health["parts"]["embeddings"]
+        deadline = time.monotonic() + 60  # the server loads its parts in the background after start
+        while True:
+            health = client.get("/health").json()
+            part = health["parts"]["embeddings"]
+            if part["status"] != "available" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert part["status"] == "fallback" and "code-minilm unavailable" in part["detail"], part
         assert "embeddings" in health["degraded"]
         client.post("/context", json={"query": "scale number 2"})  # the embedder is loaded by now
@@ -230,8 +236,6 @@ def test_server_reembeds_after_a_model_change(settings, server_factory, minilm: 
     genome, rowids = _genome_with_minilm_vectors(settings.genome_path, minilm, n=20)
     genome.close()
     server = server_factory(settings.replace(embedding={"model": "code-minilm"}, ner={"enabled": False}))
-    import time
-
     with server.client() as client:
         deadline = time.monotonic() + 60
         while True:

@@ -336,7 +336,7 @@ def test_a_name_that_is_not_utf8_costs_only_that_file(settings, server_factory, 
         bad_shown = str(root.resolve() / "src" / "caf\\xe9_latin1.py")
         assert bad_shown in skipped and "not valid UTF-8" in skipped[bad_shown], skipped
         assert row["watching"] and row["polling"] == (mode == "polling") and not row["watch_failed"]
-        assert status["summary"] == "Index up to date, 1 folder"
+        assert status["summary"].startswith("Index up to date, 1 folder")
 
         # the watch still works after the rebuild: the next edit is followed as usual
         write(root / "src" / "after.py", "def after_the_bad_name():\n    return 'kestrelfin'\n")
