@@ -8,14 +8,12 @@ old or the new genes of a file, never a mix; readers run concurrently (WAL).
 from __future__ import annotations
 
 import json
-import shutil
 import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,93 +29,19 @@ from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
-from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
+from helix_context.genome.stored_form import StoredForm, stored_form
 from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
-from helix_context.models import Gene, Provenance
+from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
+from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
+from helix_context.models import Gene
 
 log = logging.getLogger("helix.genome")
 MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
 
 __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionError", "SourceWrite", "WriteResult",
+           "no_space_left",
            "decode_vector", "encode_vector"]
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    path: str
-    project: str | None
-    size: int
-    mtime_ns: int
-    content_hash: str
-    genes: int = 0
-    ingested_at: float = 0.0
-
-    def stat_matches(self, size: int, mtime_ns: int) -> bool:
-        """"Has this file changed?" without reading it: the size and modification time recorded at
-        ingest are the file's now. The one place ingest, `compact` and the watcher's recheck ask it;
-        a mismatch means "read it and compare content_hash", not necessarily "changed"."""
-        return self.size == size and self.mtime_ns == mtime_ns
-
-
-@dataclass
-class WriteResult:
-    added: int = 0  # new gene rows
-    replaced: int = 0  # gene rows of this source deleted because the content changed
-    reused: int = 0  # genes already stored (same content elsewhere or unchanged)
-    retired: int = 0
-
-
-@dataclass(frozen=True)
-class SourceWrite:
-    """One file's (or one named text's) complete set of genes, for `Genome.replace_sources`."""
-
-    record: FileRecord | None
-    path: str | None
-    genes: Sequence[tuple[Gene, np.ndarray | None]]
-    forms: Mapping[str, StoredForm] = field(default_factory=dict)
-
-
-_GENE_COLUMNS = (
-    "id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, "
-    "tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
-    "source_mtime, source_hash, org, device, user, agent, tier, access_count"
-)
-
-
-def _row_to_gene(row: sqlite3.Row | tuple[Any, ...]) -> Gene:
-    (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
-     tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
-     source_hash, org, device, user, agent, tier, access_count) = row
-    return Gene(
-        gene_id=gene_id,
-        content=unpack_text(content),
-        content_type=content_type,
-        language=language,
-        source_path=source_path,
-        project=project,
-        start_line=start_line,
-        end_line=end_line,
-        symbol=symbol,
-        tags=tuple(t for t in tags.split("\n") if t),
-        facts=tuple((k, v) for k, v in json.loads(facts or "[]")),
-        provenance=Provenance(
-            source_kind=source_kind,
-            volatility_class=volatility,
-            authority_class=authority,
-            observed_at=observed_at,
-            last_verified_at=last_verified_at,
-            source_mtime=source_mtime,
-            source_hash=source_hash,
-        ),
-        org=org,
-        device=device,
-        user=user,
-        agent=agent,
-        tier=tier,
-        access_count=access_count,
-        rowid=rowid,
-    )
 
 
 class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
@@ -253,7 +177,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
             self._match_fts_version()
             self._forget_unindexed_changes()
         except sqlite3.OperationalError as exc:
-            raise _friendly(exc, self.path) from None
+            raise friendly_error(exc, self.path) from None
 
     def _forget_unindexed_changes(self) -> None:
         """No dense index on disk: the next one is built from the genes table, so the change log can go."""
@@ -268,7 +192,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
     # ── transactions ──
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator[_Tx]:
+    def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
 
         `changes_genes` bumps the generation, which readers use to rebuild caches
@@ -285,9 +209,9 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise _friendly(exc, self.path) from None
+                raise friendly_error(exc, self.path) from None
             try:
-                yield _Tx(conn)
+                yield Tx(conn)
                 if self._migrated and changes_genes:
                     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
                 conn.execute("COMMIT")
@@ -297,7 +221,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
                 except sqlite3.Error:
                     pass
                 if isinstance(exc, sqlite3.OperationalError):
-                    raise _friendly(exc, self.path) from None
+                    raise friendly_error(exc, self.path) from None
                 raise
 
     def generation(self) -> int:
@@ -378,7 +302,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
                 results.append(GenomeError(f"genome {self.path}: {exc}"))
         return results
 
-    def _replace_in(self, tx: _Tx, write: SourceWrite) -> WriteResult:
+    def _replace_in(self, tx: Tx, write: SourceWrite) -> WriteResult:
         record, path = write.record, write.path
         result = WriteResult()
         now = time.time()
@@ -421,7 +345,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         return result
 
     @staticmethod
-    def _stored_genes(tx: _Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
+    def _stored_genes(tx: Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
         """gene_id → (rowid, source_path, retired_at) of those already stored."""
         found: dict[str, tuple[int, str | None, float | None]] = {}
         unique = list(dict.fromkeys(gene_ids))
@@ -432,7 +356,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
             found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
-    def _upsert_gene(self, tx: _Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
+    def _upsert_gene(self, tx: Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
                      form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
                      fts_rows: list[tuple[Any, ...]]) -> int:
         """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
@@ -488,7 +412,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         result.added += 1
         return rowid
 
-    def _set_source_path(self, tx: _Tx, rowid: int, new_path: str | None) -> None:
+    def _set_source_path(self, tx: Tx, rowid: int, new_path: str | None) -> None:
         # the path column is indexed: re-index under the new primary source
         self._fts_delete(tx, rowid)
         tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
@@ -496,7 +420,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         if row[2] is None:
             self._fts_insert(tx, rowid, row[0], row[1], new_path)
 
-    def _drop_if_orphan(self, tx: _Tx, rowid: int, lost_path: str | None) -> bool:
+    def _drop_if_orphan(self, tx: Tx, rowid: int, lost_path: str | None) -> bool:
         other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
         if other is None:
             self._fts_delete(tx, rowid)
@@ -535,8 +459,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
     # ── reads ──
 
     def get_gene(self, gene_id: str) -> Gene | None:
-        row = self.conn.execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE gene_id = ?", (gene_id,)).fetchone()
-        return _row_to_gene(row) if row else None
+        row = self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE gene_id = ?", (gene_id,)).fetchone()
+        return row_to_gene(row) if row else None
 
     def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
         ids = list(dict.fromkeys(int(r) for r in rowids))
@@ -544,27 +468,27 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
             marks = ",".join("?" * len(batch))
-            for row in self.conn.execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN ({marks})", batch):
-                out[row[0]] = _row_to_gene(row)
+            for row in self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN ({marks})", batch):
+                out[row[0]] = row_to_gene(row)
         return out
 
     def genes_for_source(self, path: str) -> list[Gene]:
         rows = self.conn.execute(
-            f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "
+            f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "
             "ORDER BY start_line", (path,))
-        return [_row_to_gene(r) for r in rows]
+        return [row_to_gene(r) for r in rows]
 
     def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
         where = "" if include_retired else "WHERE retired_at IS NULL"
         last = 0
         while True:
             rows = self.conn.execute(
-                f"SELECT {_GENE_COLUMNS} FROM genes {where} {'AND' if where else 'WHERE'} id > ? ORDER BY id LIMIT ?",
+                f"SELECT {GENE_COLUMNS} FROM genes {where} {'AND' if where else 'WHERE'} id > ? ORDER BY id LIMIT ?",
                 (last, batch)).fetchall()
             if not rows:
                 return
             for row in rows:
-                yield _row_to_gene(row)
+                yield row_to_gene(row)
             last = rows[-1][0]
 
     def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
@@ -619,60 +543,3 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         with self.transaction() as tx:
             tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
                            [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
-
-@dataclass
-class _Tx:
-    conn: sqlite3.Connection
-
-    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, args)
-
-    def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:
-        return self.conn.executemany(sql, rows)
-
-    def executescript_in_tx(self, script: str) -> None:
-        # executescript() would COMMIT first; run statement by statement inside the transaction
-        for statement in _split_sql(script):
-            self.conn.execute(statement)
-
-
-def _split_sql(script: str) -> list[str]:
-    statements, buf = [], []
-    for line in script.splitlines():
-        if line.strip().startswith("--"):
-            continue
-        buf.append(line)
-        candidate = "\n".join(buf).strip()
-        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
-            statements.append(candidate)
-            buf = []
-    tail = "\n".join(buf).strip()
-    if tail:
-        statements.append(tail)
-    return statements
-
-
-NO_SPACE_BYTES = 1 << 20  # below this much free space a disk counts as full
-
-
-def no_space_left(folder: Path) -> bool:
-    """The disk holding `folder` is (as good as) full: what a failed write on it most likely means."""
-    try:
-        return shutil.disk_usage(folder).free < NO_SPACE_BYTES
-    except OSError:
-        return False
-
-
-def _friendly(exc: sqlite3.OperationalError, path: Path) -> GenomeError:
-    text = str(exc)
-    low = text.lower()
-    if "locked" in low or "busy" in low:
-        return GenomeError(f"genome {path} is locked by another process ({text}); wait for it to finish or stop it")
-    if "readonly" in low or "read-only" in low:
-        return GenomeError(f"genome {path} is read-only ({text}); fix its permissions or set HELIX_HOME to a writable folder")
-    if "disk is full" in low or "full" in low:
-        return GenomeError(f"no space left for genome {path} ({text}); free disk space and run the ingest again — "
-                           "nothing already stored was lost")
-    if "unable to open" in low:
-        return GenomeError(f"cannot open genome {path} ({text}); check the folder exists and is writable")
-    return GenomeError(f"genome {path}: {text}")
