@@ -33,6 +33,7 @@ from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.store import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
@@ -40,7 +41,6 @@ from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
 
-NOTIFY_CHANNEL = "helix_genome"
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
 _GENE_COLUMNS = (
     'id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, '
@@ -103,7 +103,7 @@ class PgTx:
 class PgGenome:
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
-    def __init__(self, url: str, *, readonly: bool = False, party: str = "") -> None:
+    def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True) -> None:
         self.url = url
         self.party = party  # user@device: whose sessions, co-activation and activity rows this backend sees
         self.path = safe_url(url)  # what logs and /health show in place of a file path: no credentials
@@ -117,6 +117,8 @@ class PgGenome:
         check_server(first, url)
         register_vector(first)
         self._migrate(first)
+        # `listen`: keep generation() current from NOTIFY instead of asking the server on each call
+        self._listener = ChangeListener(url, read_generation(first)) if listen else None
 
     # ── connections ──
 
@@ -141,6 +143,9 @@ class PgGenome:
         return QmarkConnection(self._raw())
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         with self._connections_lock:
             for _, raw in self._connections:
                 raw.close()
@@ -155,13 +160,18 @@ class PgGenome:
             return
         if version == SCHEMA_VERSION or self.readonly:
             return
-        with raw.transaction():
-            raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
-            version = self.schema_version(raw)  # another backend may have migrated while we waited
-            for target in range(version, SCHEMA_VERSION):
-                raw.execute(MIGRATIONS[target].encode())
-                raw.execute("INSERT INTO helix_meta(key, value) VALUES ('schema_version', %s) "
-                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target + 1),))
+        # a session lock taken before the transaction: its catalog reads then see a migration another
+        # backend committed while we waited (a lock taken inside may leave a stale catalog snapshot)
+        raw.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        try:
+            with raw.transaction():
+                version = self.schema_version(raw)  # another backend may have migrated while we waited
+                for target in range(version, SCHEMA_VERSION):
+                    raw.execute(MIGRATIONS[target].encode())
+                    raw.execute("INSERT INTO helix_meta(key, value) VALUES ('schema_version', %s) "
+                                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target + 1),))
+        finally:
+            raw.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
         log.info("team genome %s migrated to schema version %d", self.path, SCHEMA_VERSION)
 
     @staticmethod
@@ -190,10 +200,10 @@ class PgGenome:
                             f"(this one knows up to {SCHEMA_VERSION}): writes are refused so they cannot damage it. "
                             "Upgrade helix-context on this machine; reading still works.")
                     yield PgTx(raw)
-                    if changes_genes:
-                        raw.execute(f"NOTIFY {NOTIFY_CHANNEL}")
-                if changes_genes:
-                    raw.execute("SELECT nextval('helix_generation')")  # after the commit: see generation()
+                if changes_genes:  # after the commit, so no reader caches the old data under the new number
+                    generation = announce_change(raw)
+                    if self._listener is not None:
+                        self._listener.seen(generation)
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 raise  # replace_sources tries the batch again
             except psycopg.OperationalError as exc:
@@ -202,8 +212,13 @@ class PgGenome:
 
     def generation(self) -> int:
         """Advanced after each gene-changing commit, so a cache keyed on it never holds data older than it."""
-        row = self._raw().execute("SELECT last_value, is_called FROM helix_generation").fetchone()
-        return int(row[0]) if row and row[1] else 0
+        if self._listener is not None:
+            return self._listener.generation
+        return read_generation(self._raw())
+
+    def claim_source(self, source: str) -> SourceClaim:
+        """The one-indexer-per-source lock (team.py): `with genome.claim_source(name) as c: if c.held: …`."""
+        return SourceClaim(self.url, source)
 
     def live_gene_count(self) -> int:
         row = self._raw().execute("SELECT count(*) FROM lex_docs").fetchone()
