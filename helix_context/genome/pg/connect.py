@@ -13,7 +13,9 @@ from urllib.parse import urlsplit
 import psycopg
 
 from helix_context.errors import ConfigError, GenomeError
-from helix_context.redact import redact_url
+from helix_context.genome.pg.url import is_postgres_url, safe_url
+
+__all__ = ["check_server", "connect", "is_postgres_url", "safe_url"]
 
 log = logging.getLogger("helix.genome")
 
@@ -21,15 +23,6 @@ MIN_SERVER_VERSION = 140000  # PostgreSQL 14: the oldest release pgvector's HNSW
 MIN_VECTOR_VERSION = (0, 7)  # halfvec and its HNSW operator classes arrived in pgvector 0.7
 CONNECT_TIMEOUT_S = 10  # a read must fail clearly, never hang on a server that does not answer
 STATEMENT_TIMEOUT_MS = 60_000  # one statement: a stuck lock or a runaway query ends with an error
-
-
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
-
-
-def safe_url(url: str) -> str:
-    """The URL as logs, /health and the dashboard may show it: no password, no query values."""
-    return redact_url(url)
 
 
 def _scrub(text: str, url: str) -> str:
