@@ -120,13 +120,20 @@ def _group_rows(conn: Any, query: Query, column: str | None) -> list[tuple[int, 
     return rows
 
 
-def search(conn: Any, expr: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
+def corpus_stats(conn: Any) -> tuple[int, int]:
+    """(live genes indexed, their tokens): BM25's N and, divided, its average document length.
+    A scan of lex_docs: callers keep it per generation (store.py)."""
+    row = conn.execute("SELECT count(*), COALESCE(sum(tokens), 0) FROM lex_docs").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def search(conn: Any, expr: str, limit: int, column: str | None = None,
+           stats: tuple[int, int] | None = None) -> list[tuple[int, float]]:
     """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better)."""
     query = parse(expr)
     if not query.groups or limit <= 0:
         return []
-    stats = conn.execute("SELECT count(*), COALESCE(sum(tokens), 0) FROM lex_docs").fetchone()
-    n_docs, total = int(stats[0]), int(stats[1])
+    n_docs, total = stats if stats is not None else corpus_stats(conn)
     if n_docs == 0:
         return []
     avgdl = total / n_docs

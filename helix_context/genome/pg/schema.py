@@ -126,6 +126,7 @@ CREATE TABLE coactivation (
     last_at double precision NOT NULL,
     PRIMARY KEY (party, a, b)
 );
+CREATE INDEX coactivation_age ON coactivation(party, last_at);
 CREATE TABLE sessions (
     party           text NOT NULL,
     session_id      text NOT NULL,

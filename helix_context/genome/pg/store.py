@@ -41,6 +41,7 @@ from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
 
+COACTIVATION_TTL_S = 60 * 86_400.0  # a pair not delivered together for 60 days is forgotten
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
 _GENE_COLUMNS = (
     'id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, '
@@ -87,10 +88,29 @@ class QmarkConnection:
 
 
 class PgTx:
-    """The open write transaction: execute / executemany with psycopg's `%s` placeholders."""
+    """The open write transaction: execute / executemany with psycopg's `%s` placeholders.
+
+    `postings` buffers each gene's lexical rows (gene id → postings, document length) until
+    `flush_postings`, which writes them all with one COPY: row-by-row inserts of every term
+    of every gene set the pace of an ingest otherwise.
+    """
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.conn = raw
+        self.postings: dict[int, tuple[list[lexical.Posting], int]] = {}
+
+    def flush_postings(self) -> None:
+        if not self.postings:
+            return
+        with self.conn.cursor() as cur:
+            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
+                for gene, (_, length) in self.postings.items():
+                    copy.write_row((gene, length))
+            with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path) FROM STDIN") as copy:
+                for gene, (rows, _) in self.postings.items():
+                    for p in rows:
+                        copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path))
+        self.postings.clear()
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
         return self.conn.execute(sql, list(args))
@@ -113,6 +133,7 @@ class PgGenome:
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._vectors: PgVectorIndex | None = None
+        self._lex_stats: tuple[int, tuple[int, int]] | None = None  # (generation, BM25's N and total tokens)
         first = self._raw()
         check_server(first, url)
         register_vector(first)
@@ -260,7 +281,9 @@ class PgGenome:
         for attempt in range(_RETRIES):
             try:
                 with self.transaction() as tx:
-                    return [self._replace_in(tx, write) for write in writes]
+                    results: list[WriteResult | GenomeError] = [self._replace_in(tx, write) for write in writes]
+                    tx.flush_postings()
+                    return results
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
                 log.info("team genome %s: write collided with another backend (%s); retrying", self.path, exc)
                 time.sleep(0.05 * (attempt + 1))
@@ -322,7 +345,9 @@ class PgGenome:
              gene.agent, gene.tier, gene.access_count, embedding)).fetchone()
         if row is not None:
             rowid = int(row[0])
-            self._index(tx, rowid, gene.content, tags, gene.source_path, form.fts_body)
+            tx.postings[rowid] = lexical.postings(  # a new gene: nothing to delete first
+                form.fts_body if form.fts_body is not None else fts_text.body_text(gene.content),
+                fts_text.tags_text(list(gene.tags)), fts_text.path_text(gene.source_path))
             result.added += 1
             return rowid
         # stored already (here, in another file, or by another backend a moment ago): lock it and refresh
@@ -350,17 +375,15 @@ class PgGenome:
     @staticmethod
     def _index(tx: PgTx, rowid: int, content: str, tags: str, path: str | None, body: str | None) -> None:
         """The gene's lexical postings (the text fts_text.py derives for SQLite's FTS5 index)."""
-        rows, length = lexical.postings(body if body is not None else fts_text.body_text(content),
-                                        fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
-        tx.execute("DELETE FROM lex_postings WHERE gene = %s", (rowid,))
-        tx.execute("INSERT INTO lex_docs(gene, tokens) VALUES (%s, %s) ON CONFLICT (gene) DO UPDATE "
-                   "SET tokens = excluded.tokens", (rowid, length))
-        if rows:
-            tx.executemany("INSERT INTO lex_postings(term, gene, tf_body, tf_tags, tf_path) VALUES (%s, %s, %s, %s, %s)",
-                           [(p.term, rowid, p.tf_body, p.tf_tags, p.tf_path) for p in rows])
+        if rowid not in tx.postings:  # a gene indexed before (revived, moved): its old rows go first
+            PgGenome._unindex(tx, rowid)
+        tx.postings[rowid] = lexical.postings(body if body is not None else fts_text.body_text(content),
+                                              fts_text.tags_text(tags.split("\n") if tags else []),
+                                              fts_text.path_text(path))
 
     @staticmethod
     def _unindex(tx: PgTx, rowid: int) -> None:
+        tx.postings.pop(rowid, None)
         tx.execute("DELETE FROM lex_postings WHERE gene = %s", (rowid,))
         tx.execute("DELETE FROM lex_docs WHERE gene = %s", (rowid,))
 
@@ -374,6 +397,7 @@ class PgGenome:
         other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = %s LIMIT 1",
                            (rowid,)).fetchone()
         if other is None:
+            tx.postings.pop(rowid, None)  # re-indexed earlier in this batch: nothing to write for it now
             tx.execute("DELETE FROM coactivation WHERE a = %s OR b = %s", (rowid, rowid))
             tx.execute("DELETE FROM genes WHERE id = %s", (rowid,))  # postings and sources go by cascade
             return True
@@ -400,6 +424,7 @@ class PgGenome:
                 else:
                     self._drop_if_orphan(tx, rowid, path)
             tx.execute("DELETE FROM files WHERE path = %s", (path,))
+            tx.flush_postings()  # genes that moved to another file of theirs were re-indexed
         return retired
 
     # ── reads ──
@@ -464,7 +489,13 @@ class PgGenome:
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
-        return lexical.search(self._raw(), match, limit, column) if match else []
+        if not match:
+            return []
+        generation = self.generation()
+        cached = self._lex_stats
+        if cached is None or cached[0] != generation:
+            cached = self._lex_stats = (generation, lexical.corpus_stats(self._raw()))
+        return lexical.search(self._raw(), match, limit, column, stats=cached[1])
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
@@ -488,6 +519,25 @@ class PgGenome:
         for seed in ids:
             scores.pop(seed, None)
         return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
+
+    def record_delivery(self, rowids: Sequence[int]) -> None:
+        """Genes delivered together: access counts (shared), and this party's co-activation pairs.
+
+        Retention at write time: this party's pairs unused for COACTIVATION_TTL_S are deleted here.
+        """
+        ids = sorted(set(int(r) for r in rowids))[:24]
+        if not ids or self.readonly:
+            return
+        now = time.time()
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute("UPDATE genes SET access_count = access_count + 1, last_access_at = %s, "
+                       "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ANY(%s)", (now, ids))
+            tx.executemany("INSERT INTO coactivation(party, a, b, count, last_at) VALUES (%s, %s, %s, 1, %s) "
+                           "ON CONFLICT (party, a, b) DO UPDATE SET count = coactivation.count + 1, "
+                           "last_at = excluded.last_at",
+                           [(self.party, a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]])
+            tx.execute("DELETE FROM coactivation WHERE party = %s AND last_at < %s",
+                       (self.party, now - COACTIVATION_TTL_S))
 
     def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
         if not self.readonly:
