@@ -6,6 +6,7 @@ the real retriever and its embedder where the model is cached.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -72,5 +73,29 @@ def test_a_second_ingest_of_an_unchanged_tree_adds_nothing(settings: Settings, p
         team.ingest_path(tree)
         assert not any(Path(p["source_id"]).name == "redact.py"
                        for p in team.fingerprint("redact_url query string values", max_results=10))
+    finally:
+        team.close()
+
+
+def test_context_on_postgres_answers_and_learns_per_party(settings: Settings, pg_url: str, tree: Path) -> None:
+    """What POST /context runs, on the team genome: an answer from the right file, and co-activation
+    recorded under this developer's party only (another party's backend learns nothing from it)."""
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
+    team = HelixContextManager(chosen)
+    try:
+        team.ingest_path(tree)
+        window = team.build_context("how are credentials removed from a URL before it is logged")
+        assert "redact_url" in window.expressed_context
+        delivered = [p["gene_id"] for p in team.fingerprint("redact_url query string values", max_results=5)]
+        rowids = [g.rowid for g in (team.genome.get_gene(i) for i in delivered) if g is not None and g.rowid]
+        team.genome.record_delivery(rowids)
+        mine = team.genome.coactivated(rowids[:1])
+        assert mine, "this party's backend learned the pair"
+        who = chosen.attribution
+        other = open_genome(chosen.replace(attribution=dataclasses.replace(who, user="bob", device="laptop")))
+        try:
+            assert other.coactivated(rowids[:1]) == {}, "another developer never sees this one's history"
+        finally:
+            other.close()
     finally:
         team.close()
