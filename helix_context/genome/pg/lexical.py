@@ -112,9 +112,9 @@ def _group_rows(conn: Any, query: Query, column: str | None) -> list[tuple[int, 
     terms = [t for g in query.groups for t in g]
     index = [i + 1 for i, g in enumerate(query.groups) for _ in g]
     sizes = [len(g) for g in query.groups]
-    sql = ("SELECT p.gene, q.grp, min(p.tf_body), min(p.tf_tags), min(p.tf_path), max(d.tokens) "
+    sql = ("SELECT p.gene, q.grp, min(p.tf_body), min(p.tf_tags), min(p.tf_path), max(p.doc_tokens) "
            "FROM unnest(%s::text[], %s::int[]) AS q(term, grp) JOIN lex_postings p ON p.term = q.term "
-           f"JOIN lex_docs d ON d.gene = p.gene WHERE true {_COLUMN_FILTER[column]} "
+           f"WHERE true {_COLUMN_FILTER[column]} "
            "GROUP BY p.gene, q.grp HAVING count(*) = (%s::int[])[q.grp]")
     rows: list[tuple[int, int, int, int, int, int]] = conn.execute(sql, (terms, index, sizes)).fetchall()
     return rows

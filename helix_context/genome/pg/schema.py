@@ -95,6 +95,7 @@ CREATE TABLE lex_postings (
     tf_body integer NOT NULL,
     tf_tags integer NOT NULL,
     tf_path integer NOT NULL,
+    doc_tokens integer NOT NULL,  -- the gene's length (lex_docs.tokens), here so a search joins nothing
     PRIMARY KEY (term, gene)
 );
 CREATE INDEX lex_postings_gene ON lex_postings(gene);

@@ -106,10 +106,10 @@ class PgTx:
             with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
                 for gene, (_, length) in self.postings.items():
                     copy.write_row((gene, length))
-            with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path) FROM STDIN") as copy:
-                for gene, (rows, _) in self.postings.items():
+            with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path, doc_tokens) FROM STDIN") as copy:
+                for gene, (rows, length) in self.postings.items():
                     for p in rows:
-                        copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path))
+                        copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path, length))
         self.postings.clear()
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
