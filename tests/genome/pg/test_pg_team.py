@@ -195,3 +195,30 @@ def test_a_write_by_one_backend_reaches_another_within_two_seconds(settings: Set
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_reader_during_a_re_index_always_finds_the_symbol(settings: Settings, pg_url: str, tmp_path: Path) -> None:
+    """Another backend re-indexes every file (each file replaced in one transaction) while this one asks:
+    every answer names the symbol, none is empty or an error, and afterwards the new text is what is served."""
+    tree = _tree(tmp_path / "tree", 40)
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
+    reader = HelixContextManager(chosen)
+    try:
+        reader.ingest_path(tree)
+        for i in range(40):  # every file changes: the re-index replaces every gene
+            (tree / f"mod{i}.py").write_text(f'"""Module {i}, revised."""\n\n\ndef compute_{i}(value):\n'
+                                             f'    """Scale value by {i} and shift it."""\n    return value * {i} - 1\n')
+        writer = subprocess.Popen([sys.executable, "-c", _ingest_script(pg_url, tree)], cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        answers = 0
+        while writer.poll() is None:
+            top = reader.fingerprint("compute_7 scale value", max_results=3)
+            assert top and top[0]["symbol"] == "compute_7", top
+            answers += 1
+        assert writer.returncode == 0, writer.communicate()[1][-2000:]
+        assert answers > 0
+        time.sleep(1.5)  # the reader's caches are told within 2 s
+        window = reader.build_context("compute_7 scale value and shift it")
+        assert "revised" in window.expressed_context or "shift it" in window.expressed_context
+    finally:
+        reader.close()
