@@ -127,6 +127,27 @@ def corpus_stats(conn: Any) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
+                   limit: int) -> list[tuple[int, float]] | None:
+    """Words only (no phrase), all ORed or all ANDed: BM25 summed by the server, only the best `limit`
+    rows come back. None: the expression has another shape (search() scores it here)."""
+    if any(len(g) != 1 for g in query.groups):
+        return None
+    every = len(query.disjuncts) == 1 and len(query.disjuncts[0]) > 1
+    if not every and any(len(d) != 1 for d in query.disjuncts):
+        return None
+    terms = [g[0] for g in query.groups]
+    sql = ("WITH h AS (SELECT p.term, p.gene, p.doc_tokens, %s * p.tf_body + %s * p.tf_tags + %s * p.tf_path AS f "
+           f"FROM lex_postings p WHERE p.term = ANY(%s) {_COLUMN_FILTER[column]}), "
+           "n AS (SELECT term, count(*) AS nt FROM h GROUP BY term) "
+           "SELECT gene, s FROM (SELECT h.gene, sum(greatest(ln((%s - n.nt + 0.5) / (n.nt + 0.5)), 1e-6) * h.f * %s "
+           "/ (h.f + %s * (1 - %s + %s * h.doc_tokens / %s))) AS s FROM h JOIN n USING (term) GROUP BY h.gene "
+           + ("HAVING count(*) = %s " if every else "") + ") AS t ORDER BY round(s::numeric, 9) DESC, gene LIMIT %s")
+    args: list[Any] = [*weights, terms, float(n_docs), _K1 + 1, _K1, _B, _B, avgdl]
+    args += [len(terms), limit] if every else [limit]
+    return [(int(g), float(sc)) for g, sc in conn.execute(sql, args).fetchall()]
+
+
 def search(conn: Any, expr: str, limit: int, column: str | None = None,
            stats: tuple[int, int] | None = None) -> list[tuple[int, float]]:
     """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better)."""
@@ -139,6 +160,9 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
     avgdl = total / n_docs
     # a column filter counts only that column's occurrences, as FTS5's `{col} : (...)` does
     weights = [w if column in (None, name) else 0.0 for name, w in _WEIGHTS.items()]
+    in_sql = _scored_in_sql(conn, query, weights, column, n_docs, avgdl, limit)
+    if in_sql is not None:
+        return in_sql
     per_gene: dict[int, dict[int, float]] = {}
     length: dict[int, int] = {}
     held = Counter[int]()
@@ -153,7 +177,8 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
             continue
         norm = _K1 * (1 - _B + _B * length[gene] / avgdl)
         scored.append((gene, sum(idf[g] * f * (_K1 + 1) / (f + norm) for g, f in freqs.items())))
-    scored.sort(key=lambda kv: (-kv[1], kv[0]))
+    # ties broken by gene id at 9 decimals, as the server does (sums in another order differ in the last bits)
+    scored.sort(key=lambda kv: (-round(kv[1], 9), kv[0]))
     return scored[:limit]
 
 
