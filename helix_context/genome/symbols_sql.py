@@ -80,7 +80,8 @@ def symbols_of_path(conn: sqlite3.Connection, path: str) -> list[SymbolRow]:
 
 def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """Indexed term → number of genes holding it (terms as FTS5 stores them: lowercased, stemmed)."""
-    if isinstance(conn, LexicalCounts):  # the PostgreSQL genome's connection (genome/backend.py)
+    # the PostgreSQL genome's connection (genome/backend.py); the type test first keeps SQLite's path at one check
+    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
         return conn.term_doc_counts(terms)
     out: dict[str, int] = {}
     for term in dict.fromkeys(terms):
