@@ -197,7 +197,7 @@ def test_a_write_by_one_backend_reaches_another_within_two_seconds(settings: Set
         reader.close()
 
 
-def test_a_reader_during_a_re_index_always_finds_the_symbol(settings: Settings, pg_url: str, tmp_path: Path) -> None:
+def test_a_reader_during_a_re_index_is_never_left_empty(settings: Settings, pg_url: str, tmp_path: Path) -> None:
     """Another backend re-indexes every file (each file replaced in one transaction) while this one asks:
     no answer is empty or an error, nearly all name the symbol, and afterwards the new text is served.
 
