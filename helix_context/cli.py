@@ -307,6 +307,33 @@ def cmd_import(args: argparse.Namespace) -> int:
         check_folder=lambda path: resolve_folder(path, home=settings.home)))
 
 
+def cmd_genome_copy(args: argparse.Namespace) -> int:
+    """Copy this genome into an empty SQLite file or PostgreSQL database (genome/copy.py)."""
+    from helix_context.genome.copy import copy_genome
+    from helix_context.genome.pg.url import is_postgres_url, safe_url
+    from helix_context.genome.store import Genome
+
+    helix = _manager(args)
+    try:
+        if is_postgres_url(args.to):
+            from helix_context.genome.pg.open import open_team_genome
+
+            target = open_team_genome(args.to)
+        else:
+            target = Genome(Path(args.to).expanduser())
+        try:
+            summary = copy_genome(helix.genome, target, progress=lambda done, total: print(
+                f"\rcopied {done}/{total} files", end="", file=sys.stderr, flush=True))
+            print(file=sys.stderr)
+        finally:
+            target.close()
+    finally:
+        helix.close()
+    summary["target"] = safe_url(args.to) if is_postgres_url(args.to) else summary["target"]
+    _print_json(summary)
+    return 0
+
+
 # ── maintenance ──
 
 
@@ -406,6 +433,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "source. Roots outside every source are refused unless confirmed this way")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
     p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("genome", help="move the genome between backends")
+    genome_sub = p.add_subparsers(dest="genome_command", required=True)
+    p = genome_sub.add_parser("copy", help="copy into an empty SQLite file or PostgreSQL database (docs/team.md)")
+    p.add_argument("--to", required=True, help="postgresql://… or a path for a new SQLite genome file")
+    p.set_defaults(func=cmd_genome_copy)
 
     for name, text in (("vacuum", "rebuild the index file to reclaim space"),
                        ("checkpoint", "fold the write-ahead log into the index file"),

@@ -41,6 +41,7 @@ class ServerSettings:
 @dataclass(frozen=True)
 class GenomeSettings:
     path: str = ""  # empty: HELIX_HOME/genome.db
+    url: str = ""  # postgresql://… (or HELIX_GENOME_URL): a shared team genome on PostgreSQL; empty: the SQLite file
     busy_timeout_ms: int = 10_000
     aging_after_days: float = 30.0  # genes neither delivered nor re-verified this long become "aging"
     mmap_mb: int = 0  # genome read through a memory map up to this size per connection (0: off); see README, at scale

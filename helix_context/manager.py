@@ -93,7 +93,13 @@ def _check_group_by(group_by: str) -> None:
 
 
 def open_genome(settings: Settings) -> Genome:
-    """The genome at settings.genome_path, opened the way the manager opens it by default."""
+    """The genome at settings.genome_path, opened the way the manager opens it by default; with
+    [genome] url (HELIX_GENOME_URL) set, the team genome on PostgreSQL (genome/pg/open.py)."""
+    if settings.genome.url:
+        from helix_context.genome.pg.open import open_team_genome  # psycopg only when asked for
+
+        who = settings.attribution
+        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
     return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
                   mmap_bytes=settings.genome.mmap_mb * 2**20, caps=WriteCaps.of(settings.retention))
 

@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from helix_context.genome.backend import ActivityLog
+
 KEEP_ROWS = 2_000
 KINDS = ("ingest", "packet", "context")  # the table: schema.V3_ACTIVITY
 
@@ -62,12 +64,17 @@ def totals(conn: sqlite3.Connection, kind: str, keys: tuple[str, ...], since: fl
 
 def log_event(genome: Any, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
     """Record one event in its own short transaction (bookkeeping: the genes' caches stay valid)."""
+    if isinstance(genome, ActivityLog):  # the PostgreSQL genome keeps its own, per party
+        genome.log_activity(kind, actor, summary, counts)
+        return
     with genome.transaction(changes_genes=False) as tx:
         record(tx, kind, actor, summary, counts)
 
 
 def read(genome: Any, limit: int = 20) -> dict[str, Any]:
     """What the dashboard shows: recent events, the last ingests, verdict and live-check totals."""
+    if isinstance(genome, ActivityLog):
+        return genome.read_activity(limit)
     conn = genome.conn
     return {
         "recent": recent(conn, limit),

@@ -17,11 +17,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helix_context.genome import symbols_sql
+from helix_context.genome.backend import LexicalCounts
 from helix_context.genome.fts_text import quote_term
 
 
 def doc_count_upto(conn: sqlite3.Connection, expr: str, cap: int) -> int:
     """Genes matching the FTS5 expression `expr`, counted up to cap + 1 (more means 'over the cap')."""
+    # the PostgreSQL genome's connection (genome/backend.py); the type test first keeps SQLite's path at one check
+    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
+        return conn.doc_count_upto(expr, cap)
     try:
         row = conn.execute("SELECT COUNT(*) FROM (SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?)",
                            (expr, cap + 1)).fetchone()

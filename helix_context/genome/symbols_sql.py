@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from helix_context.genome.backend import LexicalCounts
+
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements cacheable
 
 
@@ -78,6 +80,9 @@ def symbols_of_path(conn: sqlite3.Connection, path: str) -> list[SymbolRow]:
 
 def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """Indexed term → number of genes holding it (terms as FTS5 stores them: lowercased, stemmed)."""
+    # the PostgreSQL genome's connection (genome/backend.py); the type test first keeps SQLite's path at one check
+    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
+        return conn.term_doc_counts(terms)
     out: dict[str, int] = {}
     for term in dict.fromkeys(terms):
         # one equality lookup each: fts5vocab answers `term = ?` from the index, but scans for IN (...)

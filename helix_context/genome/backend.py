@@ -1,0 +1,34 @@
+"""What a genome connection answers besides SQL: the seam that lets the PostgreSQL genome sit under
+the reads retrieval makes through `genome.conn` (lexicon.py, symbols_sql.py).
+
+Why: retrieval counts a word's genes with FTS5 expressions on the SQLite connection. A backend
+without FTS5 hands out a connection that also answers these two questions itself; the SQLite
+path is untouched (a sqlite3.Connection never matches this Protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class LexicalCounts(Protocol):
+    def doc_count_upto(self, expr: str, cap: int) -> int:
+        """Genes matching the FTS5-style expression, counted up to cap + 1."""
+        ...
+
+    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
+        """Stemmed term → genes holding it; terms no gene holds are left out."""
+        ...
+
+
+@runtime_checkable
+class ActivityLog(Protocol):
+    """A genome that keeps the activity record itself (the PostgreSQL one: per party, see pg/schema.py)."""
+
+    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
+        ...
+
+    def read_activity(self, limit: int) -> dict[str, Any]:
+        ...

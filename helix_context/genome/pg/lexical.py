@@ -1,0 +1,204 @@
+"""Lexical search on PostgreSQL: a postings table scored with FTS5's own BM25, over the same text.
+
+Why postings and not PostgreSQL's full-text search: the SQLite genome ranks with FTS5's
+bm25() over identifier-split text (fts_text.py), and the parity target is "the same
+answers". `ts_rank` is not BM25 (no document-frequency idf, no length saturation), so
+tsvector search would change the ranking; a table of (term, gene, count per column) lets
+the exact formula be computed: weighted term frequency (body 1.0, tags 0.6, path 0.8),
+one document length over all columns, idf = ln((N - n + 0.5) / (n + 0.5)) floored at
+1e-6. Candidate rows are aggregated in SQL (one GROUP BY over the query's postings);
+the score is summed here, where the match expression's OR/AND/phrase structure is easy
+to evaluate. Retrieval already limits the words it searches to rare ones (terms.py), so
+the rows read stay bounded as the genome grows.
+
+Tokens: FTS5's unicode61 tokenizer ('_' kept inside tokens, diacritics removed), then the
+Porter stemmer (tokens of 3 to 64 characters), on the document and the query alike.
+A quoted phrase is matched as all of its words in the gene (not adjacency): a gap, noted
+in docs/team.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import Stemmer
+
+_TOKEN = re.compile(r"\w+")
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_WEIGHTS = {"body": 1.0, "tags": 0.6, "path": 0.8}
+_K1 = 1.2
+_B = 0.75
+_LOCAL = threading.local()
+
+
+def _stem(words: list[str]) -> list[str]:
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("porter")
+    out: list[str] = stemmer.stemWords(words)
+    return out
+
+
+def tokens(text: str) -> list[str]:
+    """The terms FTS5 (porter unicode61 remove_diacritics 2 tokenchars '_') would index for `text`."""
+    if not text:
+        return []
+    folded = unicodedata.normalize("NFKD", text.lower())
+    if not folded.isascii():
+        folded = "".join(c for c in folded if not unicodedata.combining(c))
+    words = _TOKEN.findall(folded)
+    stems = _stem([w for w in words if 3 <= len(w) <= 64])
+    it = iter(stems)
+    return [next(it) if 3 <= len(w) <= 64 else w for w in words]
+
+
+@dataclass(frozen=True)
+class Posting:
+    term: str
+    tf_body: int
+    tf_tags: int
+    tf_path: int
+
+
+def postings(body: str, tags: str, path: str) -> tuple[list[Posting], int]:
+    """A gene's postings and its document length (tokens over all three columns)."""
+    b, t, p = Counter(tokens(body)), Counter(tokens(tags)), Counter(tokens(path))
+    terms = dict.fromkeys([*b, *t, *p])
+    rows = [Posting(term, b.get(term, 0), t.get(term, 0), p.get(term, 0)) for term in terms]
+    return rows, sum(b.values()) + sum(t.values()) + sum(p.values())
+
+
+@dataclass(frozen=True)
+class Query:
+    """An FTS5 match expression as retrieval writes it: OR of ANDs of quoted strings.
+
+    groups: each quoted string's distinct terms; disjuncts: indexes into groups that must all match.
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    disjuncts: tuple[tuple[int, ...], ...]
+
+
+def parse(expr: str) -> Query:
+    """`"a" OR "b c"`, `"a" AND "b" OR "p q"` (AND binds tighter, as in FTS5); unquoted words too."""
+    groups: list[tuple[str, ...]] = []
+    disjuncts: list[tuple[int, ...]] = []
+    for part in re.split(r"\s+OR\s+", expr.strip()):
+        members: list[int] = []
+        for piece in re.split(r"\s+AND\s+", part.strip()):
+            quoted = _QUOTED.fullmatch(piece.strip())
+            text = quoted.group(1).replace('""', '"') if quoted else piece.strip("() ")
+            terms = tuple(dict.fromkeys(tokens(text)))
+            if terms:
+                members.append(len(groups))
+                groups.append(terms)
+        if members:
+            disjuncts.append(tuple(members))
+    return Query(tuple(groups), tuple(disjuncts))
+
+
+_COLUMN_FILTER = {None: "", "body": "AND p.tf_body > 0", "tags": "AND p.tf_tags > 0", "path": "AND p.tf_path > 0"}
+
+
+def _group_rows(conn: Any, query: Query, column: str | None) -> list[tuple[int, int, int, int, int, int]]:
+    """(gene, group, tf_body, tf_tags, tf_path, doc tokens) for every gene holding all of a group's terms."""
+    terms = [t for g in query.groups for t in g]
+    index = [i + 1 for i, g in enumerate(query.groups) for _ in g]
+    sizes = [len(g) for g in query.groups]
+    sql = ("SELECT p.gene, q.grp, min(p.tf_body), min(p.tf_tags), min(p.tf_path), max(p.doc_tokens) "
+           "FROM unnest(%s::text[], %s::int[]) AS q(term, grp) JOIN lex_postings p ON p.term = q.term "
+           f"WHERE true {_COLUMN_FILTER[column]} "
+           "GROUP BY p.gene, q.grp HAVING count(*) = (%s::int[])[q.grp]")
+    rows: list[tuple[int, int, int, int, int, int]] = conn.execute(sql, (terms, index, sizes)).fetchall()
+    return rows
+
+
+def corpus_stats(conn: Any) -> tuple[int, int]:
+    """(live genes indexed, their tokens): BM25's N and, divided, its average document length.
+    A scan of lex_docs: callers keep it per generation (store.py)."""
+    row = conn.execute("SELECT count(*), COALESCE(sum(tokens), 0) FROM lex_docs").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
+                   limit: int) -> list[tuple[int, float]] | None:
+    """Words only (no phrase), all ORed or all ANDed: BM25 summed by the server, only the best `limit`
+    rows come back. None: the expression has another shape (search() scores it here)."""
+    if any(len(g) != 1 for g in query.groups):
+        return None
+    every = len(query.disjuncts) == 1 and len(query.disjuncts[0]) > 1
+    if not every and any(len(d) != 1 for d in query.disjuncts):
+        return None
+    terms = [g[0] for g in query.groups]
+    sql = ("WITH h AS (SELECT p.term, p.gene, p.doc_tokens, %s * p.tf_body + %s * p.tf_tags + %s * p.tf_path AS f "
+           f"FROM lex_postings p WHERE p.term = ANY(%s) {_COLUMN_FILTER[column]}), "
+           "n AS (SELECT term, count(*) AS nt FROM h GROUP BY term) "
+           "SELECT gene, s FROM (SELECT h.gene, sum(greatest(ln((%s - n.nt + 0.5) / (n.nt + 0.5)), 1e-6) * h.f * %s "
+           "/ (h.f + %s * (1 - %s + %s * h.doc_tokens / %s))) AS s FROM h JOIN n USING (term) GROUP BY h.gene "
+           + ("HAVING count(*) = %s " if every else "") + ") AS t ORDER BY round(s::numeric, 9) DESC, gene LIMIT %s")
+    args: list[Any] = [*weights, terms, float(n_docs), _K1 + 1, _K1, _B, _B, avgdl]
+    args += [len(terms), limit] if every else [limit]
+    return [(int(g), float(sc)) for g, sc in conn.execute(sql, args).fetchall()]
+
+
+def search(conn: Any, expr: str, limit: int, column: str | None = None,
+           stats: tuple[int, int] | None = None) -> list[tuple[int, float]]:
+    """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better)."""
+    query = parse(expr)
+    if not query.groups or limit <= 0:
+        return []
+    n_docs, total = stats if stats is not None else corpus_stats(conn)
+    if n_docs == 0:
+        return []
+    avgdl = total / n_docs
+    # a column filter counts only that column's occurrences, as FTS5's `{col} : (...)` does
+    weights = [w if column in (None, name) else 0.0 for name, w in _WEIGHTS.items()]
+    in_sql = _scored_in_sql(conn, query, weights, column, n_docs, avgdl, limit)
+    if in_sql is not None:
+        return in_sql
+    per_gene: dict[int, dict[int, float]] = {}
+    length: dict[int, int] = {}
+    held = Counter[int]()
+    for gene, grp, tb, tt, tp, dl in _group_rows(conn, query, column):
+        per_gene.setdefault(gene, {})[grp - 1] = weights[0] * tb + weights[1] * tt + weights[2] * tp
+        length[gene] = dl
+        held[grp - 1] += 1
+    idf = [max(math.log((n_docs - held[g] + 0.5) / (held[g] + 0.5)), 1e-6) for g in range(len(query.groups))]
+    scored: list[tuple[int, float]] = []
+    for gene, freqs in per_gene.items():
+        if not any(all(g in freqs for g in members) for members in query.disjuncts):
+            continue
+        norm = _K1 * (1 - _B + _B * length[gene] / avgdl)
+        scored.append((gene, sum(idf[g] * f * (_K1 + 1) / (f + norm) for g, f in freqs.items())))
+    # ties broken by gene id at 9 decimals, as the server does (sums in another order differ in the last bits)
+    scored.sort(key=lambda kv: (-round(kv[1], 9), kv[0]))
+    return scored[:limit]
+
+
+def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
+    """Genes matching `expr`, counted up to cap + 1 (lexicon.doc_count_upto's contract)."""
+    query = parse(expr)
+    if not query.groups:
+        return 0
+    if len(query.groups) == 1 and len(query.groups[0]) == 1:
+        row = conn.execute("SELECT count(*) FROM (SELECT 1 FROM lex_postings WHERE term = %s LIMIT %s) AS s",
+                           (query.groups[0][0], cap + 1)).fetchone()
+        return int(row[0])
+    return min(len(search(conn, expr, cap + 1)), cap + 1)
+
+
+def term_doc_counts(conn: Any, terms: Sequence[str]) -> dict[str, int]:
+    """Stemmed term → genes holding it (symbols_sql.term_doc_counts' contract)."""
+    wanted = list(dict.fromkeys(terms))
+    if not wanted:
+        return {}
+    rows = conn.execute("SELECT term, count(*) FROM lex_postings WHERE term = ANY(%s) GROUP BY term",
+                        (wanted,)).fetchall()
+    return {str(t): int(n) for t, n in rows}

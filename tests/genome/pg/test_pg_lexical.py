@@ -1,0 +1,60 @@
+"""Lexical search on PostgreSQL ranks as SQLite's FTS5 bm25 does, and its two scoring paths agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helix_context.config import Settings
+from helix_context.genome.pg import lexical
+from helix_context.manager import HelixContextManager
+
+from .test_pg_parity import tree  # noqa: F401  (the fixture, used by name)
+
+EXPRESSIONS = ['"redact_url"', '"credentials" OR "password" OR "url"', '"genome" AND "error"',
+               '"split" OR "identifier" OR "camel"', '"replace" OR "atomic" OR "json"', '"helix"']
+
+
+@pytest.fixture
+def both(settings: Settings, pg_url: str, tree: Path):  # noqa: F811
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False})
+    lite, team = HelixContextManager(chosen), HelixContextManager(chosen.replace(genome={"url": pg_url}))
+    lite.ingest_path(tree)
+    team.ingest_path(tree)
+    yield lite, team
+    lite.close()
+    team.close()
+
+
+def _ranked(helix: HelixContextManager, expr: str, column: str | None) -> list[tuple[str, float]]:
+    hits = helix.genome.fts_search(expr, 10, column)
+    genes = helix.genome.genes_by_rowid(r for r, _ in hits)
+    return [(genes[r].gene_id, s) for r, s in hits]
+
+
+@pytest.mark.parametrize("column", [None, "path", "tags"])
+def test_postgres_ranks_like_fts5(both, column: str | None) -> None:
+    lite, team = both
+    compared = 0
+    for expr in EXPRESSIONS:
+        want, got = _ranked(lite, expr, column), _ranked(team, expr, column)
+        assert {g for g, _ in got} == {g for g, _ in want}, expr
+        scores = dict(want)
+        for gene_id, score in got:
+            assert score == pytest.approx(scores[gene_id], rel=1e-6), (expr, gene_id)
+        compared += len(want)
+    assert compared > 0 or column == "tags"
+
+
+def test_the_server_side_and_the_python_scoring_agree(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain OR / AND lists are summed by the server; the other shapes here. Same answers either way."""
+    _, team = both
+    raw = team.genome._raw()
+    for expr in EXPRESSIONS:
+        in_sql = lexical.search(raw, expr, 20)
+        with monkeypatch.context() as m:
+            m.setattr(lexical, "_scored_in_sql", lambda *args: None)
+            in_python = lexical.search(raw, expr, 20)
+        assert [g for g, _ in in_sql] == [g for g, _ in in_python], expr
+        assert [s for _, s in in_sql] == pytest.approx([s for _, s in in_python], rel=1e-9)
