@@ -49,7 +49,7 @@ _STATUS_WORDS = {
     "sparse": "little relevant found",
     "stale": "answer found, but its files changed since they were indexed",
     "denatured": "nothing relevant found",
-    "silent": "nothing relevant in this project",
+    "silent": "nothing relevant found in this project",
 }
 
 

@@ -22,6 +22,10 @@ class LexicalCounts(Protocol):
         """Stemmed term → genes holding it; terms no gene holds are left out."""
         ...
 
+    def term_rowids(self, expr: str, limit: int) -> list[int]:
+        """Genes whose full-text row holds the one-term expression `expr`, at most `limit`."""
+        ...
+
 
 @runtime_checkable
 class ActivityLog(Protocol):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from helix_context.genome.backend import LexicalCounts
 from helix_context.genome.fts_text import quote_term
 
 if TYPE_CHECKING:
@@ -61,8 +62,11 @@ def projects_of(genome: Genome, rowids: Sequence[int]) -> dict[int, str | None]:
 def term_rowids(genome: Genome, term: str, limit: int) -> list[int]:
     """Rowids of the genes whose full-text row holds `term` (at most `limit`): a project's document count
     of a word is the size of this list's overlap with the project's genes."""
+    conn = genome.conn
+    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):  # PostgreSQL (genome/backend.py)
+        return conn.term_rowids(quote_term(term), limit)
     try:
-        rows = genome.conn.execute("SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?",
+        rows = conn.execute("SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?",
                                    (quote_term(term), limit)).fetchall()
     except sqlite3.Error:  # a malformed or damaged index answers "no evidence", never an error
         return []

@@ -194,6 +194,18 @@ def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
     return min(len(search(conn, expr, cap + 1)), cap + 1)
 
 
+def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
+    """Gene ids whose postings hold the term expression `expr`, at most `limit` (projects_sql.term_rowids' contract)."""
+    query = parse(expr)
+    if not query.groups or limit <= 0:
+        return []
+    if len(query.groups) == 1 and len(query.groups[0]) == 1:
+        rows = conn.execute("SELECT gene FROM lex_postings WHERE term = %s LIMIT %s",
+                            (query.groups[0][0], limit)).fetchall()
+        return [int(r[0]) for r in rows]
+    return [gene for gene, _ in search(conn, expr, limit)]
+
+
 def term_doc_counts(conn: Any, terms: Sequence[str]) -> dict[str, int]:
     """Stemmed term → genes holding it (symbols_sql.term_doc_counts' contract)."""
     wanted = list(dict.fromkeys(terms))

@@ -31,6 +31,7 @@ from pgvector.psycopg import register_vector
 from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
+from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
@@ -86,6 +87,9 @@ class QmarkConnection:
     def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
         return lexical.term_doc_counts(self.raw, terms)
 
+    def term_rowids(self, expr: str, limit: int) -> list[int]:
+        return lexical.term_rowids(self.raw, expr, limit)
+
 
 class PgTx:
     """The open write transaction: execute / executemany with psycopg's `%s` placeholders.
@@ -120,7 +124,7 @@ class PgTx:
             cur.executemany(sql, list(rows))
 
 
-class PgGenome:
+class PgGenome(PgVectorModelMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
     def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True) -> None:

@@ -99,3 +99,21 @@ def test_context_on_postgres_answers_and_learns_per_party(settings: Settings, pg
             other.close()
     finally:
         team.close()
+
+
+def test_a_backend_configured_for_another_embedding_model_is_refused(settings: Settings, pg_url: str,
+                                                                        tree: Path) -> None:
+    """A team genome's vectors come from one model: a backend set to another gets a clear refusal, not mixed spaces."""
+    from helix_context.errors import GenomeError
+
+    chosen = settings.replace(embedding={"enabled": True}, ner={"enabled": False})
+    team = HelixContextManager(chosen, genome=open_genome(chosen.replace(genome={"url": pg_url})))
+    try:
+        team.ingest_path(tree)
+        assert team.genome.vector_model == team.embedder.model_name  # recorded by the first backend
+        assert team.genome.use_vector_model(team.embedder.model_name) is False
+        with pytest.raises(GenomeError, match="set \\[embedding\\] model to match"):
+            team.genome.use_vector_model("code-minilm-int8")
+        assert team.fingerprint("parse a boolean from an environment variable", max_results=3)
+    finally:
+        team.close()
