@@ -92,6 +92,9 @@ def _split_blocks(text: str) -> list[str]:
 # ── /context/packet ──
 
 
+PREVIEW_CHARS = 160  # a packet item's preview: enough to recognise the code, small enough to page whole
+
+
 def _reason(text: str) -> str:
     """The reason without the item's own live_truth number (the item carries that number once)."""
     return _LIVE_NUMBER.sub("live_truth ", str(text or ""))
@@ -112,8 +115,17 @@ def _item(item: dict[str, Any], group_reason: str) -> dict[str, Any]:
     if reason != group_reason:
         out["reason"] = reason
     if item.get("preview"):
-        out["preview"] = item["preview"]
+        out["preview"] = _short_preview(str(item["preview"]))
     return out
+
+
+def _short_preview(text: str) -> str:
+    """A preview of at most PREVIEW_CHARS, cut at a line end where one is near: it says where to read,
+    it is not the text (the agent opens the file); a short item always fits one page whole."""
+    if len(text) <= PREVIEW_CHARS:
+        return text
+    cut = text.rfind("\n", 0, PREVIEW_CHARS)
+    return text[: cut if cut > PREVIEW_CHARS // 2 else PREVIEW_CHARS].rstrip() + " …"
 
 
 def _grouped(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

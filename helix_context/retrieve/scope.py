@@ -28,7 +28,6 @@ LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the wind
 LEAD_MARGIN = 1.25  # another project's gene stays when it outscores the leader's best by this factor
 MAX_SCOPE_NAMES = 16
 MAX_WORD_COUNTS = 50_000  # remembered (projects, word) document counts per generation
-NO_PROJECT = ""  # genes ingested without a project (API text, session notes) group under this key
 
 
 class UnknownProject(InvalidRequest):
@@ -153,18 +152,23 @@ class Lead:
 def lead(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None]) -> Lead:
     """Evidence-led scope: the project with the most score among the best-ranked genes leads.
 
-    A gene of another project stays only when its score exceeds LEAD_MARGIN × the leader's best."""
+    A gene of another project stays only when its score exceeds LEAD_MARGIN × the leader's best. A gene
+    of no project (API text, session notes) is nobody's other project: it always stays."""
     if not ranked:
         return Lead(None, (), 0)
     evidence: dict[str, list[float]] = {}
     for rowid, score in ranked[:LEAD_WINDOW]:
-        evidence.setdefault(projects.get(rowid) or NO_PROJECT, []).append(score)
+        name = projects.get(rowid)
+        if name:
+            evidence.setdefault(name, []).append(score)
+    if not evidence:
+        return Lead(None, tuple(r for r, _ in ranked), 0)
     leader = max(evidence, key=lambda p: (sum(sorted(evidence[p], reverse=True)[:LEAD_TOP]), -len(p)))
     best = max(evidence[leader])
     kept: list[int] = []
     others = 0
     for rowid, score in ranked:
-        if (projects.get(rowid) or NO_PROJECT) == leader:
+        if projects.get(rowid) in (leader, None, ""):
             kept.append(rowid)
         elif score > LEAD_MARGIN * best:
             kept.append(rowid)

@@ -75,6 +75,10 @@ class SilenceRule:
     identifiers: int = 1
     lexical_best_share: float = 0.5
     lexical_held_share: float = 0.5
+    # one gene holding every word of a message of this many words speaks whatever the similarity: code
+    # digests can sit far from a plain question in meaning (cosine ~0.2 in a small code-only project)
+    # while sharing all its words; on the development parts only one-word greetings reach full coverage
+    all_words: int = 3
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ def judge(f: SilenceFeatures, rule: SilenceRule, project: str | None = None) -> 
     """Speak or stay silent, with the reason people read in /context's health and the packet's notes."""
     where = f"project {project!r}" if project else "the indexed projects"
     lexical = f.best_share >= rule.best_share and f.held_share >= rule.held_share
+    if f.words >= rule.all_words and f.best_share >= 0.999:
+        return Silence(False, f"one gene of {where} holds every word of the message", f)
     if f.dense_best is not None:
         if f.dense_best >= rule.dense_alone:
             return Silence(False, f"close in meaning to {where} (similarity {f.dense_best:.2f})", f)

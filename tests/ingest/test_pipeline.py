@@ -144,7 +144,7 @@ def test_cli_ingest_json_and_stats(tmp_path: Path) -> None:
         assert key in stats, key
     assert set(stats["parts"]) == {"embeddings", "ner", "headroom"}
     text = run_cli("stats").stdout
-    assert "total_genes" in text and "embeddings" in text
+    assert "indexed chunks" in text and "embeddings" in text
 
 
 def test_cli_reports_a_broken_config_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,7 +46,7 @@ def cli_work(tmp_path: Path, settings) -> Path:
     packet = _cli("packet", "token_bucket_refill elapsed capacity rate")
     assert packet.returncode == 0, packet.stderr[-2000:]
     empty = _cli("packet", "kubernetes schedule pods on nodes")
-    assert empty.returncode == 0, empty.stderr[-2000:]
+    assert empty.returncode == 1, empty.stderr[-2000:]  # nothing relevant: exit 1 (helix --help)
     return root
 
 

@@ -336,7 +336,7 @@ def test_chromium_draws_the_charts_from_real_traffic(dashboard: Dashboard) -> No
         assert int(chart.get("data-points", 0)) > 0, f"{chart_id} drew no points: {chart}"
     last = json.loads(page.by_id["chart-latency"]["data-last"])
     assert set(last) == {"p50", "p95", "p99"} and last["p95"] > 0
-    assert set(json.loads(page.by_id["chart-verdicts"]["data-last"])) == {"verified", "stale_risk", "needs_refresh"}
+    assert set(json.loads(page.by_id["chart-verdicts"]["data-last"])) == {"verified", "stale_risk", "needs_refresh", "no_context"}
     assert json.loads(page.by_id["chart-tiers"]["data-last"]) == {"tight": 2, "focused": 2, "broad": 2}
     assert json.loads(page.by_id["chart-models"]["data-last"]) == {"qwen2.5:3b": 2_400_000_000,
                                                                     "nomic-embed-text:latest": 310_000_000}
