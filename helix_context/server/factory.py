@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import inspect
 import logging
@@ -157,6 +158,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             app.state.housekeeping.cancel()
             await asyncio.to_thread(app.state.sources.stop)
+            # the warm-up thread reads the genome (the dense index): closing its connection under it
+            # crashes SQLite, so a stop that comes during start-up waits for the warm-up to end
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(app.state.warmup), timeout=120)
             app.state.helix.close()
             telemetry.shutdown()
             current, stale, _ = signals.read_server_state(settings.home)
