@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import inspect
 import logging
@@ -158,11 +157,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             app.state.housekeeping.cancel()
             await asyncio.to_thread(app.state.sources.stop)
-            # the warm-up thread reads the genome (the dense index): closing its connection under it
-            # crashes SQLite, so a stop that comes during start-up waits for the warm-up to end
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(app.state.warmup), timeout=120)
-            app.state.helix.close()
+            # the warm-up thread reads the genome (the dense index): closing its connection under it crashes
+            # SQLite. A stop during start-up must not wait for it either (the supervisor would call a slow stop
+            # hung), so the genome closes when the warm-up ends, or not at all if the process exits first:
+            # every committed write is already in the WAL
+            if app.state.warmup.done():
+                app.state.helix.close()
+            else:
+                app.state.warmup.add_done_callback(lambda _task: app.state.helix.close())
             telemetry.shutdown()
             current, stale, _ = signals.read_server_state(settings.home)
             announced = current is not None and current.state == "restarting" and current.pid == os.getpid()
