@@ -62,6 +62,8 @@ def test_tray_entries_add_a_folder_show_progress_and_pause(pystray_dummy, superv
     assert seen, f"the status line never showed the indexing progress: {lines}"
     wait_until(lambda: menu.items[line].text == "Index up to date, 1 folder (project project)", timeout=60)
     assert urls == []
+    # the status line and the per-folder counts come from one poll, but the count may land a poll later
+    wait_until(lambda: [r.get("files") for r in app.sources_menu.status["sources"]] == [1200], timeout=30)
     (row,) = app.sources_menu.status["sources"]
     assert row["path"] == str(folder.resolve()) and row["files"] == 1200
 
