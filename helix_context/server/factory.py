@@ -24,7 +24,7 @@ from helix_context import redact as log_redact
 from helix_context.server.browser_guard import HostPolicy
 from helix_context.server import (routes_admin, routes_context, routes_dashboard, routes_genes, routes_health,
                                   routes_proxy, routes_sources)
-from helix_context.server.security import GuardMiddleware, refuse_open_bind
+from helix_context.server.security import BindCheck, GuardMiddleware
 from helix_context.telemetry import Telemetry, instrument_app
 
 log = logging.getLogger("helix.server")
@@ -131,7 +131,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from helix_context.manager import HelixContextManager, open_genome
         from helix_context.sources.service import SourcesService
 
-        refuse_open_bind(settings)  # before anything is opened: `python -m uvicorn … --host 0.0.0.0` ends here
         app.state.started_at = time.time()
         genome = open_genome(settings)
         # the living index: sources indexed, reconciled and watched from now on (sources/service.py)
@@ -187,5 +186,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_routes(app, routes())
     app.add_middleware(GuardMiddleware, api_key=settings.api_key, max_body_bytes=settings.server.max_body_bytes,
                        hosts=HostPolicy.build(settings.server.host, settings.server.allowed_hosts))
-    instrument_app(app, telemetry)  # outermost: also counts 401/413 answers
+    instrument_app(app, telemetry)  # also counts 401/413 answers
+    app.add_middleware(BindCheck, settings=settings)  # outermost: refuses an open bind before the lifespan opens anything
     return app

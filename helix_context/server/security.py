@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 from typing import Any
 from collections.abc import Awaitable, Callable
 
@@ -57,18 +56,38 @@ def check_bind(host: str, api_key: str) -> None:
         raise SystemExit(refused)
 
 
-def refuse_open_bind(settings: Any, argv: list[str] | None = None) -> None:
-    """The backend's own start-up check: the configured host, and the `--host` of a uvicorn command line
-    (which uvicorn does not tell the app about). Raises ConfigError, which stops the start-up."""
+def open_bind_refusal(settings: Any, argv: list[str] | None = None) -> str | None:
+    """Why the backend must not start here, or None: the configured host, and the `--host` of a uvicorn
+    command line (which uvicorn does not tell the app about)."""
     import sys
-
-    from helix_context.errors import ConfigError
 
     for host in (settings.server.host, uvicorn_host(sys.argv if argv is None else argv)):
         refused = bind_refusal(host, settings.api_key) if host is not None else None
         if refused is not None:
-            logging.getLogger("helix.server").error("%s", refused)
-            raise ConfigError(refused)
+            return refused
+    return None
+
+
+class BindCheck:
+    """The backend's own start-up check of where it listens, before anything is opened.
+
+    Why an ASGI layer and not the lifespan: an exception raised in the lifespan reaches uvicorn as a
+    traceback wrapped around the message, while a ``lifespan.startup.failed`` sent from here is printed
+    as the one line that says what to do, and uvicorn exits non-zero (`python -m uvicorn … --host 0.0.0.0`).
+    """
+
+    def __init__(self, app: Any, *, settings: Any) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            refused = open_bind_refusal(self.settings)
+            if refused is not None:
+                await receive()  # lifespan.startup; uvicorn prints the message and exits non-zero
+                await send({"type": "lifespan.startup.failed", "message": refused})
+                return
+        await self.app(scope, receive, send)
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:

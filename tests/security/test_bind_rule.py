@@ -71,6 +71,7 @@ def test_every_way_of_starting_refuses_a_lan_bind_without_a_key(how: str, tmp_pa
         assert proc.returncode != 0, out[-3000:]
         assert "HELIX_API_KEY=" in out and "0.0.0.0" in out, out[-3000:]  # says what is wrong and how to fix it
         assert out.count("refusing to listen") <= 3, out[-3000:]  # said once, not a crash loop
+        assert "Traceback" not in out, out[-3000:]  # the message alone, not wrapped in a crash report
         assert not _answers(port)
     finally:
         kill_tree(proc.pid)
