@@ -22,7 +22,7 @@ import pytest
 import xkit
 from launcher.sources_menu import DIALOG_TITLE
 from supkit import wait_until
-from test_tray_xvfb import ARTIFACTS, _choose, _start_tray, _tray_env
+from traykit import ARTIFACTS, choose, start_tray, tray_env
 
 pytestmark = [pytest.mark.tray, pytest.mark.timeout(150)]
 _x, _stop = xkit.x, xkit.stop
@@ -46,15 +46,15 @@ def _zombies_under(pid: int) -> list[str]:
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("chromium") is None,
                     reason="needs chromium run as root (it then refuses to start without --no-sandbox)")
 def test_a_browser_that_fails_is_reaped_and_the_tray_says_why(xsession, tmp_path, request):
-    python, env = _tray_env(xsession, tmp_path, "xorg", request)
+    python, env = tray_env(xsession, tmp_path, "xorg", request)
     env["BROWSER"] = shutil.which("chromium") or "chromium"  # the real one: as root it exits at once
     base = f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, _pid, icon = _start_tray(python, env, log_path, xsession)
-        _choose(xsession, icon, "3", 1)  # "Open dashboard"
+        tray, _pid, icon = start_tray(python, env, log_path, xsession)
+        choose(xsession, icon, "3", 1)  # "Open dashboard"
         said = wait_until(lambda: "The browser (chromium) exited" in (t := log_path.read_text(errors="replace"))
                           and t, timeout=30)
         assert f"Open {base}/dashboard in a browser yourself" in said
@@ -66,7 +66,7 @@ def test_a_browser_that_fails_is_reaped_and_the_tray_says_why(xsession, tmp_path
 
         # the menu now says it, above everything else
         shot = ARTIFACTS / "tray-browser-failed-menu.png"
-        _choose(xsession, icon, "3", 0, shot=shot)
+        choose(xsession, icon, "3", 0, shot=shot)
         assert shot.stat().st_size > 0  # the notice lines above the status lines: see the shot
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
@@ -79,7 +79,7 @@ def _dialog(xsession: dict) -> list[str]:
 
 
 def test_add_folder_opens_the_dialog_in_home_and_one_enter_adds_it(xsession, tmp_path, request):
-    python, env = _tray_env(xsession, tmp_path, "xorg", request)
+    python, env = tray_env(xsession, tmp_path, "xorg", request)
     home = tmp_path / "userhome"
     (home / "notes").mkdir(parents=True)
     (home / "notes" / "plan.md").write_text("# Plan\n\nShip the tray fixes before the release.\n")
@@ -90,10 +90,10 @@ def test_add_folder_opens_the_dialog_in_home_and_one_enter_adds_it(xsession, tmp
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, _pid, icon = _start_tray(python, env, log_path, xsession)
+        tray, _pid, icon = start_tray(python, env, log_path, xsession)
         # 1. the dialog opens in the home folder, and one Enter confirms what it shows: the home folder
         #    itself, which the backend refuses (pick a project in it) - and the tray says so
-        _choose(xsession, icon, "3", 3)  # Open dashboard, Restart backend, "Add folder…"
+        choose(xsession, icon, "3", 3)  # Open dashboard, Restart backend, "Add folder…"
         wait_until(lambda: _dialog(xsession), timeout=30)
         time.sleep(0.5)  # let it draw
         shot = ARTIFACTS / "tray-add-folder-dialog.png"
@@ -106,7 +106,7 @@ def test_add_folder_opens_the_dialog_in_home_and_one_enter_adds_it(xsession, tmp
         wait_until(lambda: urls.exists() and f"{base}/dashboard#sources" in urls.read_text(), timeout=10)
 
         # 2. a folder typed into the dialog (as a user picks one in it): one Enter adds it
-        _choose(xsession, icon, "3", 3)
+        choose(xsession, icon, "3", 3)
         wait_until(lambda: _dialog(xsession), timeout=30)
         time.sleep(0.5)
         _x(xsession, "xdotool", "type", "--delay", "10", str(home / "notes"))

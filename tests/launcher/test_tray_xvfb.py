@@ -20,10 +20,8 @@ the Debian packages).
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,15 +30,15 @@ from collections.abc import Callable
 import psutil
 import pytest
 
+import traykit
 import xkit
 from helix_context import signals
 from launcher.icons import STATE_COLORS
-from launcher.popup import MENU_WINDOW_NAME
-from supkit import free_port, health, wait_until
+from supkit import health, wait_until
 
 pytestmark = [pytest.mark.tray, pytest.mark.timeout(120)]
 REPO = Path(__file__).absolute().parents[2]
-ARTIFACTS = REPO / "test-artifacts"
+ARTIFACTS = traykit.ARTIFACTS
 _x, _stop = xkit.x, xkit.stop
 
 
@@ -52,94 +50,11 @@ def gi_python(tmp_path_factory) -> str:
     return xkit.make_gi_venv(system, tmp_path_factory.mktemp("gi-venv") / "venv")
 
 
-def _icon_window(env: dict) -> str:
-    """The icon once it is mapped (docked in trayer's panel): a click before that reaches nothing."""
-    ids = _x(env, "xdotool", "search", "--onlyvisible", "--name", "^Helix Context - running$").split()
-    return ids[0] if ids else ""
-
-
-def _menu_window(env: dict) -> str:
-    ids = _x(env, "xdotool", "search", "--onlyvisible", "--name", f"^({MENU_WINDOW_NAME}|helix-tray)$").split()
-    for wid in ids:
-        info = _x(env, "xwininfo", "-id", wid)
-        width = int(re.search(r"Width: (\d+)", info).group(1))
-        height = int(re.search(r"Height: (\d+)", info).group(1))
-        if width >= 100 and height >= 60:  # the menu, not a 10x10 leader window
-            return wid
-    return ""
-
-
 def _colour_pixels(png: Path, colour: tuple[int, int, int], tol: int = 12) -> int:
     from PIL import Image
 
     img = Image.open(png).convert("RGB")
     return sum(1 for px in img.getdata() if all(abs(px[k] - colour[k]) <= tol for k in range(3)))
-
-
-def _choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = None) -> None:
-    """Open the menu with a click on the icon, then pick the `downs`-th enabled item with the keyboard
-    (disabled status lines are skipped by both Tk's and GTK's menus)."""
-    for attempt in range(4):
-        # a loaded machine may drop the first click (the toolkit is still settling the freshly docked
-        # icon); a user clicks again, and so does this test, but only while no menu is open
-        if _menu_window(env):
-            break
-        _x(env, "xdotool", "mousemove", "--window", icon, "6", "6", "click", button)
-        try:
-            wait_until(lambda: _menu_window(env), timeout=5, every=0.05)
-            break
-        except AssertionError:
-            if attempt == 3:
-                raise AssertionError("four clicks on the icon opened no menu") from None
-    if shot is not None:
-        time.sleep(0.2)  # let the menu draw
-        _x(env, "import", "-window", "root", str(shot))
-    _x(env, "xdotool", "key", *(["Down"] * downs + ["Return"] if downs else ["Escape"]))
-    wait_until(lambda: not _menu_window(env), timeout=10, every=0.05)
-
-
-def _tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, dict]:
-    """The interpreter and environment for one path; the stand-in browser writes to tmp_path/urls.txt."""
-    env = dict(xsession)
-    python = sys.executable
-    no_dbus = path == "xorg" or path.endswith("-no-dbus")
-    path = path.removesuffix("-no-dbus")
-    if path in ("appindicator", "gtk"):
-        python = request.getfixturevalue("gi_python")
-        env["HELIX_TRAY_BACKEND"] = path
-    else:
-        try:
-            import tkinter  # noqa: F401 - a probe: is tkinter installed at all
-        except ImportError:
-            pytest.skip(f"{sys.executable} has no tkinter for the XEmbed icon's menu (apt-get install -y python3-tk)")
-        # the XEmbed path as a user without gi has it
-        env["HELIX_TRAY_BACKEND"] = "xorg"
-    if no_dbus:
-        env.pop("DBUS_SESSION_BUS_ADDRESS")
-        empty_bin = tmp_path / "bin"
-        empty_bin.mkdir()
-        env["PATH"] = str(empty_bin)  # no dbus-launch to autostart a bus
-    browser = tmp_path / "browser.sh"
-    browser.write_text(f"#!/bin/sh\necho \"$1\" >> {tmp_path / 'urls.txt'}\n")
-    browser.chmod(0o755)
-    env.update({"BROWSER": str(browser), "HELIX_HOME": str(tmp_path / "home"), "HELIX_SERVER_PORT": str(free_port()),
-                "HELIX_WATCHERS_OLLAMA_URL": f"http://127.0.0.1:{free_port()}",
-                "HELIX_SUPERVISOR_HEALTH_INTERVAL_S": "0.2", "PYTHONPATH": str(REPO)})
-    return python, env
-
-
-def _start_tray(python: str, env: dict, log_path: Path, xsession: dict) -> tuple[subprocess.Popen, int, str]:
-    """The real launcher, until its backend serves and its icon is docked: (process, backend pid, icon)."""
-    with log_path.open("w") as log:
-        tray = subprocess.Popen([python, "-m", "launcher.tray"], cwd=REPO, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-    try:
-        pid = wait_until(lambda: health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"), timeout=40)["pid"]
-        icon = wait_until(lambda: _icon_window(xsession), timeout=45, every=0.05)
-    except AssertionError:
-        _stop(tray)
-        raise AssertionError("tray never served / docked:\n" + log_path.read_text(errors="replace")) from None
-    return tray, pid, icon
 
 
 def _ends_within_5s(tray: subprocess.Popen, trigger: Callable[[], Any], code: int, log_path: Path, env: dict,
@@ -159,14 +74,14 @@ def _ends_within_5s(tray: subprocess.Popen, trigger: Callable[[], Any], code: in
 
 @pytest.mark.parametrize("path", ["xorg", "appindicator", "gtk"])
 def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path, xsession, tmp_path, request):
-    python, env = _tray_env(xsession, tmp_path, path, request)
+    python, env = traykit.tray_env(xsession, tmp_path, path, request)
     urls = tmp_path / "urls.txt"
     base = f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, first, icon = _start_tray(python, env, log_path, xsession)
+        tray, first, icon = traykit.start_tray(python, env, log_path, xsession)
         text = log_path.read_text(errors="replace")
         assert f"tray backend: {path}" in text, text
         if path == "xorg":
@@ -179,13 +94,13 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
         # a click opens the menu; "Open dashboard" is its first enabled item
         button = "1" if path == "appindicator" else "3"  # AppIndicator: any click; the others: right-click
         menu_shot = ARTIFACTS / f"tray-{path}-menu.png"
-        _choose(xsession, icon, button, 1, shot=menu_shot)
+        traykit.choose(xsession, icon, button, 1, shot=menu_shot)
         assert menu_shot.stat().st_size > 0
         wait_until(lambda: urls.exists() and urls.read_text().strip(), timeout=10)
         assert urls.read_text().split() == [f"{base}/dashboard"]
 
         # "Restart backend" (second enabled item) → a new backend pid serves
-        _choose(xsession, icon, button, 2)
+        traykit.choose(xsession, icon, button, 2)
         second = wait_until(lambda: (h := health(base)) and h["pid"] != first and h["pid"], timeout=30)
         assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
 
@@ -201,7 +116,7 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
 
         # SIGTERM: everything ends within 5 s
         _ends_within_5s(tray, lambda: tray.send_signal(signal.SIGTERM), 0, log_path, env, second)
-        assert not _icon_window(xsession)
+        assert not traykit.icon_window(xsession)
     except AssertionError as exc:  # say what the tray itself logged
         raise AssertionError(f"{exc}\n--- tray log ---\n{log_path.read_text(errors='replace')[-6000:]}") from None
     finally:
@@ -211,11 +126,11 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
 def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, request):
     """The X server drops the icon's connection (xdotool windowkill): no tray left hanging without an
     icon, the backend it started goes too, within 5 s, with a message that says what happened."""
-    python, env = _tray_env(xsession, tmp_path, "xorg", request)
+    python, env = traykit.tray_env(xsession, tmp_path, "xorg", request)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, pid, icon = _start_tray(python, env, log_path, xsession)
+        tray, pid, icon = traykit.start_tray(python, env, log_path, xsession)
         text = _ends_within_5s(tray, lambda: _x(xsession, "xdotool", "windowkill", icon), 4, log_path, env, pid)
         assert "tray icon's loop ended" in text and "helix supervise" in text
     except AssertionError as exc:  # say what the tray itself logged
@@ -229,17 +144,17 @@ def test_ctrl_c_and_quit_end_the_tray_and_its_backend(path, how, xsession, tmp_p
     """SIGINT on the GLib loop (pystray used to reset it to the default: the tray died, the backend lived),
     here also without a D-Bus session (the AppIndicator falls back to a clickable XEmbed icon); Quit from
     Helix's own menu (the sixth enabled entry)."""
-    python, env = _tray_env(xsession, tmp_path, path, request)
+    python, env = traykit.tray_env(xsession, tmp_path, path, request)
     log_path = tmp_path / "tray.log"
     tray = None
     try:
-        tray, pid, icon = _start_tray(python, env, log_path, xsession)
+        tray, pid, icon = traykit.start_tray(python, env, log_path, xsession)
         if how == "SIGINT":
             assert "no D-Bus session" in log_path.read_text(errors="replace")
-            _choose(xsession, icon, "1", 0)  # the menu still opens (and Escape closes it)
+            traykit.choose(xsession, icon, "1", 0)  # the menu still opens (and Escape closes it)
             trigger = lambda: tray.send_signal(signal.SIGINT)  # noqa: E731 - a one-line helper beside its only use
         else:
-            trigger = lambda: _choose(xsession, icon, "3", 6)  # noqa: E731 - a one-line helper beside its only use
+            trigger = lambda: traykit.choose(xsession, icon, "3", 6)  # noqa: E731 - a one-line helper beside its only use
         text = _ends_within_5s(tray, trigger, 0, log_path, env, pid)
         assert f"stopping ({how})" in text
     except AssertionError as exc:  # say what the tray itself logged
