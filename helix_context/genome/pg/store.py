@@ -31,6 +31,8 @@ from pgvector.psycopg import register_vector
 from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
+from helix_context.genome.pg.qmark import QmarkConnection
+from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
@@ -69,26 +71,6 @@ def _row_to_gene(row: Sequence[Any]) -> Gene:
 
 def _file(row: Sequence[Any]) -> FileRecord:
     return FileRecord(str(row[0]), row[1], int(row[2]), int(row[3]), str(row[4]), int(row[5]), float(row[6]))
-
-
-class QmarkConnection:
-    """A thread's PostgreSQL connection as genome/'s SQLite-style modules use it: `?` placeholders,
-    `execute(...).fetchone()`; plus the lexical counts FTS5 answers on SQLite (backend.LexicalCounts)."""
-
-    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
-        self.raw = raw
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.raw.execute(sql.replace("?", "%s"), list(args))
-
-    def doc_count_upto(self, expr: str, cap: int) -> int:
-        return lexical.doc_count_upto(self.raw, expr, cap)
-
-    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
-        return lexical.term_doc_counts(self.raw, terms)
-
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        return lexical.term_rowids(self.raw, expr, limit)
 
 
 class PgTx:
@@ -137,7 +119,8 @@ class PgGenome(PgVectorModelMixin):
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._vectors: PgVectorIndex | None = None
-        self._lex_stats: tuple[int, tuple[int, int]] | None = None  # (generation, BM25's N and total tokens)
+        self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
+        self._kinds = CodeKinds()
         first = self._raw()
         check_server(first, url)
         register_vector(first)
@@ -165,7 +148,7 @@ class PgGenome(PgVectorModelMixin):
 
     @property
     def conn(self) -> QmarkConnection:
-        return QmarkConnection(self._raw())
+        return QmarkConnection(self._raw(), self._stats, self._kinds)
 
     def close(self) -> None:
         if self._listener is not None:
@@ -246,8 +229,7 @@ class PgGenome(PgVectorModelMixin):
         return SourceClaim(self.url, source)
 
     def live_gene_count(self) -> int:
-        row = self._raw().execute("SELECT count(*) FROM lex_docs").fetchone()
-        return int(row[0]) if row else 0
+        return self._stats.live_genes(self._raw())
 
     # ── files ──
 
@@ -495,11 +477,9 @@ class PgGenome(PgVectorModelMixin):
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
         if not match:
             return []
-        generation = self.generation()
-        cached = self._lex_stats
-        if cached is None or cached[0] != generation:
-            cached = self._lex_stats = (generation, lexical.corpus_stats(self._raw()))
-        return lexical.search(self._raw(), match, limit, column, stats=cached[1])
+        raw = self._raw()
+        return lexical.search(raw, match, limit, column, stats=self._stats.corpus(raw),
+                              freqs=lambda terms: self._stats.doc_freqs(raw, terms))
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
