@@ -162,7 +162,7 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
     every = len(query.disjuncts) == 1 and len(query.disjuncts[0]) > 1
     if not every and any(len(d) != 1 for d in query.disjuncts):
         return None
-    terms = [g[0] for g in query.groups]
+    terms = list(dict.fromkeys(g[0] for g in query.groups))
     counts = freqs(terms)
     at = COLUMNS.index(column)
     held = [t for t in terms if counts.get(t, (0, 0, 0, 0))[at] > 0]
@@ -217,7 +217,8 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
     return scored[:limit]
 
 
-def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
+def doc_count_upto(conn: Any, expr: str, cap: int, stats: tuple[int, int] | None = None,
+                   freqs: DocFreqs | None = None) -> int:
     """Genes matching `expr`, counted up to cap + 1 (lexicon.doc_count_upto's contract)."""
     query = parse(expr)
     if not query.groups:
@@ -226,7 +227,12 @@ def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
         row = conn.execute("SELECT count(*) FROM (SELECT 1 FROM lex_postings WHERE term = %s LIMIT %s) AS s",
                            (query.groups[0][0], cap + 1)).fetchone()
         return int(row[0])
-    return min(len(search(conn, expr, cap + 1)), cap + 1)
+    if len(query.disjuncts) == 1 and all(len(g) == 1 for g in query.groups):  # words ANDed: no scoring needed
+        terms = list(dict.fromkeys(g[0] for g in query.groups))
+        row = conn.execute("SELECT count(*) FROM (SELECT gene FROM lex_postings WHERE term = ANY(%s) GROUP BY gene "
+                           "HAVING count(*) = %s LIMIT %s) AS s", (terms, len(terms), cap + 1)).fetchone()
+        return int(row[0])
+    return min(len(search(conn, expr, cap + 1, stats=stats, freqs=freqs)), cap + 1)
 
 
 def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
@@ -235,9 +241,10 @@ def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
     if not query.groups or limit <= 0:
         return []
     if len(query.groups) == 1 and len(query.groups[0]) == 1:
-        rows = conn.execute("SELECT gene FROM lex_postings WHERE term = %s LIMIT %s",
-                            (query.groups[0][0], limit)).fetchall()
-        return [int(r[0]) for r in rows]
+        # one array value, not a row per gene: the silence gate reads up to 20k ids of a word per question
+        row = conn.execute("SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings WHERE term = %s LIMIT %s) AS s",
+                           (query.groups[0][0], limit)).fetchone()
+        return [int(g) for g in row[0]] if row and row[0] else []
     return [gene for gene, _ in search(conn, expr, limit)]
 
 

@@ -84,7 +84,8 @@ class QmarkConnection:
         term = self._single(expr)
         if term is not None:
             return min(self._stats.doc_freqs(self.raw, [term])[term][0], cap + 1)
-        return lexical.doc_count_upto(self.raw, expr, cap)
+        return lexical.doc_count_upto(self.raw, expr, cap, stats=self._stats.corpus(self.raw),
+                                      freqs=lambda terms: self._stats.doc_freqs(self.raw, terms))
 
     def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
         counts = self._stats.doc_freqs(self.raw, list(terms))
