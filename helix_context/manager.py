@@ -37,6 +37,7 @@ from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.retrieve.scope import Scope, parse_names
 from helix_context.weigh import Packet
+from helix_context.genome.backend import ConnectionHealth
 from helix_context.sources.roots import RootMap
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
@@ -480,6 +481,13 @@ class HelixContextManager:
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")
+        if isinstance(self.genome, ConnectionHealth):  # a team genome: is its server reachable now?
+            link = self.genome.connection_state()
+            genome["connection"] = link
+            if link["status"] != "ok":
+                genome["status"] = "reconnecting"
+                if "genome" not in degraded:
+                    degraded.append("genome")
         report = {
             "status": "ok" if not degraded else "degraded",
             "degraded": degraded,

@@ -49,3 +49,11 @@ class ActivityLog(Protocol):
 
     def read_activity(self, limit: int) -> dict[str, Any]:
         ...
+
+
+@runtime_checkable
+class ConnectionHealth(Protocol):
+    """A genome behind a network connection (the PostgreSQL one): up, or reconnecting with backoff."""
+
+    def connection_state(self) -> dict[str, Any]:
+        ...

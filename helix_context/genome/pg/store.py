@@ -31,6 +31,7 @@ from pgvector.psycopg import register_vector
 from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
+from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.qmark import QmarkConnection
 from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
@@ -121,19 +122,20 @@ class PgGenome(PgVectorModelMixin):
         self._vectors: PgVectorIndex | None = None
         self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
         self._kinds = CodeKinds()
+        self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
         first = self._raw()
         check_server(first, url)
         register_vector(first)
         self._migrate(first)
         # `listen`: keep generation() current from NOTIFY instead of asking the server on each call
-        self._listener = ChangeListener(url, read_generation(first)) if listen else None
+        self._listener = ChangeListener(url, read_generation(first), self._link) if listen else None
 
     # ── connections ──
 
     def _raw(self) -> psycopg.Connection[tuple[Any, ...]]:
         raw: psycopg.Connection[tuple[Any, ...]] | None = getattr(self._local, "raw", None)
-        if raw is None or raw.closed:
-            raw = connect(self.url)
+        if raw is None or raw.closed or raw.broken:
+            raw = connect(self.url, link=self._link)
             try:
                 register_vector(raw)
             except psycopg.ProgrammingError:  # before the first migration created the extension
@@ -217,6 +219,10 @@ class PgGenome(PgVectorModelMixin):
             except psycopg.OperationalError as exc:
                 raise GenomeError(f"team genome {self.path}: the write failed ({exc}); "
                                   "nothing of it was stored, run it again") from None
+
+    def connection_state(self) -> dict[str, Any]:
+        """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""
+        return self._link.state()
 
     def generation(self) -> int:
         """Advanced after each gene-changing commit, so a cache keyed on it never holds data older than it."""
