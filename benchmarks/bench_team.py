@@ -238,7 +238,10 @@ def main() -> int:
     ap.add_argument("--parity-queries", type=int, default=300, help="SciFact test questions asked")
     ap.add_argument("--parity-loc", type=int, default=3, help="swe-dev issues of bench_localization (0: none)")
     ap.add_argument("--no-embed", action="store_true", help="parity table without embeddings (lexical signals)")
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=next((p for p in (REPO.parent / "shared" / "data",
+                                                                   REPO.parent.parent / "shared" / "data")
+                                                         if p.exists()), REPO.parent / "shared" / "data"),
+                    help="the evaluation data (scifact/, swe-dev/); default: ../shared/data beside the checkout")
     ap.add_argument("--json")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
