@@ -1,7 +1,7 @@
 """The team genome on PostgreSQL against the SQLite genome, in one run on one machine.
 
     python benchmarks/bench_team.py [--genes 10000] [--requests 200] [--clients 1,4,8] [--procs] [--parity] [--json OUT]
-    python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed]
+    python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed] [--parity-sets …]
 
 Builds the haystack of bench_server.py (bench_needle.make_haystack: Python modules, configs,
 Markdown, logs; no embeddings) once, ingests the same files into a SQLite genome and into a
@@ -238,6 +238,7 @@ def main() -> int:
     ap.add_argument("--parity-queries", type=int, default=300, help="SciFact test questions asked")
     ap.add_argument("--parity-loc", type=int, default=3, help="swe-dev issues of bench_localization (0: none)")
     ap.add_argument("--no-embed", action="store_true", help="parity table without embeddings (lexical signals)")
+    ap.add_argument("--parity-sets", default="scifact,code,localization", help="which rows of the parity table")
     ap.add_argument("--data", type=Path, default=next((p for p in (REPO.parent / "shared" / "data",
                                                                    REPO.parent.parent / "shared" / "data")
                                                          if p.exists()), REPO.parent / "shared" / "data"),
@@ -265,7 +266,8 @@ def main() -> int:
 
                 chosen = settings.replace(embedding={"enabled": not args.no_embed})
                 results["parity"] = parity_table(chosen, admin, n_queries=args.parity_queries,
-                                                 n_issues=args.parity_loc, embed=not args.no_embed, data=args.data)
+                                                 n_issues=args.parity_loc, embed=not args.no_embed, data=args.data,
+                                                 sets=set(args.parity_sets.split(",")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     write_results(args.json, results)

@@ -1,6 +1,7 @@
 """The parity table of bench_team.py: the same retrieval benchmarks on SQLite and on PostgreSQL, in one run.
 
     python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed]
+                                    [--parity-sets scifact,code,localization]
 
 Each dataset is ingested into a fresh SQLite genome and a fresh PostgreSQL database (the same
 files, the same settings, embeddings on unless --no-embed), then asked the same questions:
@@ -136,17 +137,20 @@ def _pivot(by_backend: dict[str, dict[str, float]]) -> dict[str, dict[str, float
 
 
 def parity_table(settings: Any, admin_url: str, *, n_queries: int, n_issues: int, embed: bool,
-                 data: Path) -> dict[str, dict[str, float]]:
+                 data: Path, sets: set[str] | None = None) -> dict[str, dict[str, float]]:
     """Every metric on both backends (the three benchmarks above), printed as they finish."""
     work = Path(tempfile.mkdtemp(prefix="helix-parity-"))
     table: dict[str, dict[str, float]] = {}
     try:
         with backends(settings, admin_url, work) as make:
-            table.update(scifact(make, data / "scifact", n_queries, embed))
-            _print(table)
-            table.update(code(make, embed))
-            _print(table)
-            if n_issues > 0:
+            sets = sets or {"scifact", "code", "localization"}
+            if "scifact" in sets:
+                table.update(scifact(make, data / "scifact", n_queries, embed))
+                _print(table)
+            if "code" in sets:
+                table.update(code(make, embed))
+                _print(table)
+            if "localization" in sets and n_issues > 0:
                 table.update(localization(make, data / "swe-dev", n_issues, embed, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
