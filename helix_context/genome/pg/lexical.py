@@ -24,7 +24,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,7 @@ def doc_freqs(conn: Any, terms: Sequence[str]) -> dict[str, tuple[int, int, int,
 
 
 DocFreqs = Callable[[Sequence[str]], Mapping[str, tuple[int, int, int, int]]]
+HoldingAll = Callable[[Sequence[str], "str | None"], Iterable[Any]]  # read_stats.PostingSets.holding_all: gene ids
 
 
 def idf(n_docs: int, held: int) -> float:
@@ -169,7 +170,7 @@ def _all_of(terms: Sequence[str], freqs: Mapping[str, tuple[int, int, int, int]]
 
 
 def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
-                   limit: int, freqs: DocFreqs) -> list[tuple[int, float]] | None:
+                   limit: int, freqs: DocFreqs, holding_all: HoldingAll | None = None) -> list[tuple[int, float]] | None:
     """Words only (no phrase), all ORed or all ANDed: BM25 summed by the server, only the best `limit`
     rows come back. None: the expression has another shape (search() scores it here).
 
@@ -191,7 +192,16 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
     f = "(%s * p.tf_body + %s * p.tf_tags + %s * p.tf_path)"
     score = f"sum(q.w * {f} / ({f} + %s + %s * p.doc_tokens))"
     args: list[Any] = [*weights, *weights, _K1 * (1 - _B), _K1 * _B / avgdl]
-    if every:  # the genes holding every word first (rarest word walked), then only their postings scored
+    if every and holding_all is not None:  # the genes holding every word, from the per-generation id sets
+        genes = [int(g) for g in holding_all(held, column)]
+        if not genes:
+            return []
+        sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s FROM unnest(%s::bigint[]) AS g(gene) "
+               "CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
+               "JOIN lex_postings p ON p.term = q.term AND p.gene = g.gene GROUP BY p.gene) AS t "
+               "ORDER BY round(s * 1e9) DESC, gene LIMIT %s")
+        args = [*args, genes, held, idfs, limit]
+    elif every:  # the genes holding every word first (rarest word walked), then only their postings scored
         both, both_args = _all_of(held, counts, column)
         sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s FROM ({both}) AS g "
                "CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
@@ -207,8 +217,8 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
     return [(int(g), float(sc)) for g, sc in conn.execute(sql, args).fetchall()]
 
 
-def search(conn: Any, expr: str, limit: int, column: str | None = None,
-           stats: tuple[int, int] | None = None, freqs: DocFreqs | None = None) -> list[tuple[int, float]]:
+def search(conn: Any, expr: str, limit: int, column: str | None = None, stats: tuple[int, int] | None = None,
+           freqs: DocFreqs | None = None, holding_all: HoldingAll | None = None) -> list[tuple[int, float]]:
     """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better).
 
     `stats` (N, total tokens) and `freqs` (document counts per term) may come from a cache kept per
@@ -223,7 +233,7 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
     # a column filter counts only that column's occurrences, as FTS5's `{col} : (...)` does
     weights = [w if column in (None, name) else 0.0 for name, w in _WEIGHTS.items()]
     in_sql = _scored_in_sql(conn, query, weights, column, n_docs, avgdl, limit,
-                            freqs if freqs is not None else (lambda terms: doc_freqs(conn, terms)))
+                            freqs if freqs is not None else (lambda terms: doc_freqs(conn, terms)), holding_all)
     if in_sql is not None:
         return in_sql
     per_gene: dict[int, dict[int, float]] = {}

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from helix_context.genome.pg import lexical
-from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
+from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 
 _SLOT = re.compile(r"(\bNOT\s+)?\bIN\s*\(\s*\?(?:\s*,\s*\?)*\s*\)|\?", re.IGNORECASE)
 
@@ -58,10 +58,12 @@ def bind(slots: tuple[int, ...], args: Sequence[Any]) -> list[Any]:
 class QmarkConnection:
     """A thread's connection: `execute(sql with ?, args)`, and the lexical counts of backend.LexicalCounts."""
 
-    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]], stats: ReadStats, kinds: CodeKinds) -> None:
+    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]], stats: ReadStats, kinds: CodeKinds,
+                 postings: PostingSets) -> None:
         self.raw = raw
         self._stats = stats
         self._kinds = kinds
+        self._postings = postings
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
         text, slots = rewrite(sql)
@@ -84,6 +86,10 @@ class QmarkConnection:
         term = self._single(expr)
         if term is not None:
             return min(self._stats.doc_freqs(self.raw, [term])[term][0], cap + 1)
+        query = lexical.parse(expr)
+        if len(query.disjuncts) == 1 and all(len(g) == 1 for g in query.groups):  # words ANDed (terms.py)
+            held = self._postings.holding_all(self.raw, [g[0] for g in query.groups])
+            return min(len(held), cap + 1)
         return lexical.doc_count_upto(self.raw, expr, cap, stats=self._stats.corpus(self.raw),
                                       freqs=lambda terms: self._stats.doc_freqs(self.raw, terms))
 

@@ -33,7 +33,7 @@ from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
 from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.qmark import QmarkConnection
-from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
+from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
@@ -122,6 +122,7 @@ class PgGenome(PgVectorModelMixin):
         self._vectors: PgVectorIndex | None = None
         self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
         self._kinds = CodeKinds()
+        self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (read_stats.py)
         self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
         first = self._raw()
         check_server(first, url)
@@ -150,7 +151,7 @@ class PgGenome(PgVectorModelMixin):
 
     @property
     def conn(self) -> QmarkConnection:
-        return QmarkConnection(self._raw(), self._stats, self._kinds)
+        return QmarkConnection(self._raw(), self._stats, self._kinds, self._postings)
 
     def close(self) -> None:
         if self._listener is not None:
@@ -485,7 +486,8 @@ class PgGenome(PgVectorModelMixin):
             return []
         raw = self._raw()
         return lexical.search(raw, match, limit, column, stats=self._stats.corpus(raw),
-                              freqs=lambda terms: self._stats.doc_freqs(raw, terms))
+                              freqs=lambda terms: self._stats.doc_freqs(raw, terms),
+                              holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
