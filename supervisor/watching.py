@@ -72,9 +72,12 @@ class SupervisorWatching(SupervisorState):
                 if self._health_failures >= self.cfg.hung_after_failures:
                     self._hung = True
                     self._wake.set()
+            link = (probe.body.get("genome") or {}).get("connection") if probe.ok else None
             self._health = {"ok": probe.ok, "status": probe.body.get("status") if probe.ok else None,
                             "consecutive_failures": self._health_failures, "checked_at": time.time(),
-                            "error": probe.error}
+                            "error": probe.error,
+                            # a team genome's server: ok, or reconnecting (the tray says so)
+                            "genome_link": link if isinstance(link, dict) else None}
         self.publish()
 
     def _on_stats(self, probe: Probe) -> None:

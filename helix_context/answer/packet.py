@@ -16,7 +16,9 @@ from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import EmbedderSource, Retriever
 from helix_context.retrieve.scope import Scope
+from helix_context.sources.roots import RootMap
 from helix_context.weigh import Packet, PacketItem, RefreshTarget, SourceCache, validate_task_type, weigh_retrieval
+from helix_context.weigh.overlay import mark_items, overlay_shared
 from helix_context.weigh.relevance import idf_weights, query_words
 
 
@@ -40,9 +42,12 @@ def build_context_packet(query: str, task_type: str = "edit", genome: Genome | N
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     retrieval = retriever.retrieve(query, max_genes=max_genes, project=project, party=party, pointers=True)
+    cache = SourceCache(settings.ingest.max_file_bytes, settings.ingest.read_timeout_s, RootMap.load(settings.home))
+    overlay = overlay_shared(retrieval, cache, max_chunk_chars=settings.ingest.max_chunk_chars)  # team genomes
+    retrieval = overlay.retrieval
     packet = weigh_retrieval(retrieval, task, settings.weigh,
-                             term_weights=query_term_weights(retriever, retrieval.query),
-                             source_cache=SourceCache(settings.ingest.max_file_bytes, settings.ingest.read_timeout_s))
+                             term_weights=query_term_weights(retriever, retrieval.query), source_cache=cache)
+    packet = mark_items(packet, overlay.text_from, cache)
     packet = dataclasses.replace(packet, project=retrieval.project)
     if retrieval.silence:  # the message is about nothing in the scoped project: say why first
         packet = dataclasses.replace(packet, known_empty=True, notes=(f"silent: {retrieval.silence}", *packet.notes))

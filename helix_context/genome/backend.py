@@ -8,7 +8,7 @@ path is untouched (a sqlite3.Connection never matches this Protocol).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -26,6 +26,19 @@ class LexicalCounts(Protocol):
         """Genes whose full-text row holds the one-term expression `expr`, at most `limit`."""
         ...
 
+    def prefetch(self, words: Iterable[str]) -> None:
+        """Read these words' counts together (one round trip) before they are asked for one by one."""
+        ...
+
+
+@runtime_checkable
+class CodeRows(Protocol):
+    """A connection that knows which genes hold code without a statement per question (PostgreSQL's:
+    a gene's content type never changes, so what was read once is kept)."""
+
+    def code_rowids(self, rowids: Sequence[int]) -> set[int]:
+        ...
+
 
 @runtime_checkable
 class ActivityLog(Protocol):
@@ -35,4 +48,12 @@ class ActivityLog(Protocol):
         ...
 
     def read_activity(self, limit: int) -> dict[str, Any]:
+        ...
+
+
+@runtime_checkable
+class ConnectionHealth(Protocol):
+    """A genome behind a network connection (the PostgreSQL one): up, or reconnecting with backoff."""
+
+    def connection_state(self) -> dict[str, Any]:
         ...

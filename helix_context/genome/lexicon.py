@@ -37,7 +37,10 @@ def doc_count_upto(conn: sqlite3.Connection, expr: str, cap: int) -> int:
 def word_doc_counts_upto(conn: sqlite3.Connection, words: Iterable[str], cap: int) -> dict[str, int]:
     """Word (an FTS token as written) → genes holding it, at most cap + 1; words no gene holds are left out."""
     out: dict[str, int] = {}
-    for word in dict.fromkeys(words):
+    words = list(dict.fromkeys(words))
+    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
+        conn.prefetch(words)  # PostgreSQL: every word's count in one round trip
+    for word in words:
         n = doc_count_upto(conn, quote_term(word), cap)
         if n:
             out[word] = n
@@ -115,6 +118,8 @@ class CappedCounts(_PerGeneration):
                         out[word] = n
                 else:
                     missing.append(word)
+        if missing and type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
+            conn.prefetch(missing)  # PostgreSQL: every word's count in one round trip
         found = {w: doc_count_upto(conn, quote_term(w), cap) for w in missing}
         self._remember(generation, {w: (n, cap) for w, n in found.items()})
         out.update({w: n for w, n in found.items() if n})

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from helix_context.genome.backend import LexicalCounts
+from helix_context.genome.backend import CodeRows, LexicalCounts
 
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements cacheable
 
@@ -95,6 +95,8 @@ def term_doc_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str,
 def code_rowids(conn: sqlite3.Connection, rowids: Iterable[int]) -> set[int]:
     """The genes among `rowids` that hold code (their signals are weighed with the code weights)."""
     ids = list(dict.fromkeys(int(r) for r in rowids))
+    if type(conn) is not sqlite3.Connection and isinstance(conn, CodeRows):  # PostgreSQL: kept, not re-read
+        return conn.code_rowids(ids)
     out: set[int] = set()
     for part in _chunks(ids):
         marks = ",".join("?" * len(part))

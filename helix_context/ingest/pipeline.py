@@ -37,6 +37,7 @@ from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
 from helix_context.models import Gene, Provenance
 from helix_context.safe_open import ReadRule, Refusal, read_file
+from helix_context.sources.roots import RootMap, is_shared
 
 log = logging.getLogger("helix.ingest")
 
@@ -137,6 +138,13 @@ class Ingestor:
         self.embedder = embedder
         self.tagger = tagger
         self.parse_pool = parse_pool
+        # a team genome names files under a mapped shared root relative to it (`@api/src/x.py`), so every
+        # machine's checkout of the root indexes and answers to the same names (sources/roots.py)
+        self.roots = RootMap.load(settings.home) if settings.genome.url else RootMap({})
+
+    def stored_name(self, path: str | Path) -> str:
+        """The name a file is stored under: its shared name on a team genome, else its path."""
+        return (self.roots.shared_name(Path(path)) if self.roots.roots else None) or str(path)
 
     # ── genes from text ──
 
@@ -213,22 +221,23 @@ class Ingestor:
                 report.files_seen += 1
                 report.skip(item.path, item.reason)
                 if item.reason.startswith(("does not exist", "symlink not followed")):
-                    self._retire_missing_file(item.path, report)  # gone, or now a link: what was indexed is not there
+                    self._retire_missing_file(self.stored_name(item.path), report)  # gone, or now a link
             elif isinstance(item, WalkedRoot):
                 walked_roots.append(item.root)
 
         known: dict[str, FileRecord] = {}
         for root in {e.root for e in entries} | set(walked_roots):
-            known.update(self.genome.file_records(under=str(root)))
+            known.update(self.genome.file_records(under=self.stored_name(root)))
 
         self._ingest_entries(entries, known, project, progress, report)
 
-        seen = {str(e.path) for e in entries}
+        seen = {self.stored_name(e.path) for e in entries}
         for root in walked_roots:
-            prefix = str(root)
+            prefix = self.stored_name(root)
             for path in list(known):
                 if path not in seen and (path == prefix or path.startswith(prefix.rstrip("/\\") + ("\\" if "\\" in prefix else "/"))):
-                    if not Path(path).exists():
+                    local = self.roots.local_path(path) if is_shared(path) else Path(path)
+                    if local is not None and not local.exists():
                         self._retire_missing_file(path, report)
         report.seconds = time.perf_counter() - started
         return report
@@ -264,7 +273,7 @@ class Ingestor:
         total = len(entries)
         for index, entry in enumerate(entries, 1):
             report.files_seen += 1
-            key = str(entry.path)
+            key = self.stored_name(entry.path)
             if progress is not None:
                 progress(index, total, key)
             previous = known.get(key)
@@ -277,7 +286,7 @@ class Ingestor:
 
     def _read_file(self, entry: FileEntry, previous: FileRecord | None, project: str | None,
                    report: IngestReport) -> ParseJob | None:
-        key = str(entry.path)
+        key = self.stored_name(entry.path)
         cfg = self.settings.ingest
         got = read_file(entry.path, ReadRule(entry.roots or (entry.root,), cfg.follow_symlinks, cfg.max_file_bytes,
                                              cfg.read_timeout_s))

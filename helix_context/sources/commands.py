@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +24,8 @@ from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
 from helix_context.sources import registry
-from helix_context.errors import SourceError
+from helix_context.errors import InvalidRequest, SourceError
+from helix_context.sources.roots import RootMap
 
 
 EXIT_UNREACHABLE = 3  # the CLI's code for "the backend did not answer"
@@ -122,7 +124,38 @@ def _print_list(status: dict[str, Any]) -> None:
             print(f"            {row['last_error']}")
 
 
+def _map(args: argparse.Namespace, settings: Settings) -> int:
+    """`helix sources map [ROOT PATH] | unmap ROOT`: this machine's map of a team genome's shared roots.
+
+    Local only (HELIX_HOME/roots.json): each developer's checkout is somewhere else. The running
+    backend reads the map on each answer, so no restart is needed."""
+    roots = RootMap.load(settings.home)
+    try:
+        if args.action == "unmap":
+            roots.unmapped(args.root).save(settings.home)
+            print(f"unmapped {args.root}: its shared files are no longer checked against a checkout here")
+            return 0
+        if args.root is None:
+            for name, folder in sorted(roots.roots.items()):
+                print(f"{name:<24} {folder}")
+            if not roots.roots:
+                print("no shared roots mapped on this machine (helix sources map ROOT PATH-OF-YOUR-CHECKOUT)")
+            return 0
+        if args.path is None:
+            raise InvalidRequest(f"map {args.root} to which folder? helix sources map {args.root} PATH")
+        roots = roots.mapped(args.root, Path(args.path))
+        roots.save(settings.home)
+    except InvalidRequest as exc:
+        print(f"helix sources: {exc}", file=sys.stderr)
+        return 2
+    print(f"mapped {args.root} to {roots.roots[args.root]}: a team genome's @{args.root}/… files are read "
+          "from there, and your uncommitted edits in it win over the shared text")
+    return 0
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action in ("map", "unmap"):
+        return _map(args, settings)
     try:
         backend = Backend.find(settings)
     except BackendUnreachable as exc:
@@ -200,4 +233,9 @@ def add_parser(sub: Any, func: Any) -> None:
     a.add_argument("--forget", action="store_true", help="also drop the folder's indexed chunks from answers")
     actions.add_parser("pause", help="stop watching and indexing until resumed")
     actions.add_parser("resume", help="catch up and watch again")
+    a = actions.add_parser("map", help="where a team genome's shared root is on this machine (no arguments: list)")
+    a.add_argument("root", nargs="?", help="the shared root's name, as the team genome stores it (@ROOT/…)")
+    a.add_argument("path", nargs="?", help="your checkout of it on this machine")
+    a = actions.add_parser("unmap", help="forget where a shared root is on this machine")
+    a.add_argument("root", help="the shared root's name")
     p.set_defaults(func=func)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from helix_context.models import Gene
 from helix_context.safe_open import FileBytes, ReadRule, Refusal, read_file
+from helix_context.sources.roots import RootMap, is_shared
 
 SOURCE_STATUSES = ("unchanged", "changed", "missing", "unknown")
 
@@ -40,9 +41,14 @@ class SourceCache:
     Bytes are read through safe_open: the recorded file itself, through no link swapped in since
     ingest, a regular file of at most ``max_bytes`` (a larger one cannot be what was indexed), within
     ``timeout_s`` (a FIFO or a hung file never holds up an answer).
+
+    ``roots``: this machine's map of a team genome's shared roots (sources/roots.py): a gene stored as
+    ``@api/src/x.py`` is checked against the file in this machine's checkout of ``api``, so the
+    developer's own uncommitted edits are what the check sees.
     """
 
-    def __init__(self, max_bytes: int = 2_000_000, timeout_s: float = 10.0) -> None:
+    def __init__(self, max_bytes: int = 2_000_000, timeout_s: float = 10.0, roots: RootMap | None = None) -> None:
+        self.roots = roots or RootMap({})
         self._stat: dict[str, os.stat_result | OSError] = {}
         self._read: dict[str, FileBytes | Refusal] = {}
         self._hash: dict[str, str | OSError] = {}
@@ -51,9 +57,17 @@ class SourceCache:
         self.stats = 0
         self.hashes = 0
 
-    @staticmethod
-    def key(path: str) -> str:
-        return os.path.abspath(os.path.expanduser(path))
+    def local(self, path: str) -> str | None:
+        """The file a stored path names on this machine: a shared name through the root map (None when
+        its root is not mapped here), any other path as it is."""
+        if is_shared(path):
+            found = self.roots.local_path(path)
+            return str(found) if found is not None else None
+        return path
+
+    def key(self, path: str) -> str:
+        local = self.local(path)
+        return os.path.abspath(os.path.expanduser(local if local is not None else path))
 
     def stat(self, path: str) -> os.stat_result | OSError:
         key = self.key(path)
@@ -126,6 +140,8 @@ def check_source(gene: Gene, cache: SourceCache | None = None) -> SourceCheck:
         what = f"source kind {prov.source_kind!r}" if prov.source_kind != "file" else "gene"
         return SourceCheck("unknown", f"{what} has no file to check")
 
+    if cache.local(path) is None:  # a shared name whose root this machine has not mapped
+        return SourceCheck("unknown", cache.roots.describe(path))
     st = cache.stat(path)
     if isinstance(st, OSError):
         return _failed(st, "stat", path)

@@ -12,6 +12,10 @@ it (stat first, hash only when the mtime moved — live_check.py), and then:
   gene is left out;
 - missing (deleted, renamed away, no longer a regular file): left out.
 
+On a team genome (sources/roots.py) a shared gene is checked against this machine's checkout of
+its root: the developer's own uncommitted edits win over the shared text for their paths, and
+`text_from` says for each served gene whether its text is the shared index's or the local file's.
+
 Nothing is written to the genome here: re-ingest (the file watcher, `helix
 ingest`) stays the one writer. What happened is reported, so ContextHealth and
 the expressed context can say so.
@@ -32,6 +36,7 @@ from helix_context.ingest.facts import extract_facts
 from helix_context.ingest.genes import gene_id_for
 from helix_context.models import Chunk, Gene, ScoredGene
 from helix_context.safe_open import Refusal
+from helix_context.sources.roots import RootMap, is_shared
 from helix_context.weigh.live_check import SourceCache, check_source
 
 # a changed gene is matched to a current chunk only when their lines are this similar
@@ -59,6 +64,9 @@ class LiveServe:
     dropped: tuple[ServedSource, ...] = ()
     stats: int = 0  # stat() calls made
     hashes: int = 0  # files hashed
+    # served gene's src → "shared" (the team genome's text; this checkout holds the same, or its root
+    # is not mapped here) or "local" (this machine's file differs: its current text was served)
+    text_from: tuple[tuple[str, str], ...] = ()
 
     @property
     def touched(self) -> bool:
@@ -140,20 +148,23 @@ def _refreshed_gene(gene: Gene, chunk: Chunk, current: _Current, now: float) -> 
 
 
 def live_serve(items: Sequence[ScoredGene], *, max_file_bytes: int, max_chunk_chars: int,
-               now: float | None = None, cache: SourceCache | None = None, read_timeout_s: float = 10.0) -> LiveServe:
+               now: float | None = None, cache: SourceCache | None = None, read_timeout_s: float = 10.0,
+               roots: RootMap | None = None) -> LiveServe:
     """Check every gene about to be served against its source file; see the module docstring.
 
     Order and scores are kept; a refreshed gene that lands on a span already served is served once.
     """
     now = time.time() if now is None else now
-    cache = cache if cache is not None else SourceCache(max_file_bytes, read_timeout_s)
+    cache = cache if cache is not None else SourceCache(max_file_bytes, read_timeout_s, roots)
     current: dict[str, _Current] = {}
     kept: list[ScoredGene] = []
     refreshed: list[ServedSource] = []
     dropped: list[ServedSource] = []
     spans: set[tuple[str, int, int]] = set()
+    text_from: list[tuple[str, str]] = []
     for item in items:
         gene = item.gene
+        shared = is_shared(gene.source_path)
         check = check_source(gene, cache)
         if check.status == "missing":
             dropped.append(ServedSource(gene.src, "dropped", f"source is gone: {check.detail}"))
@@ -171,12 +182,16 @@ def live_serve(items: Sequence[ScoredGene], *, max_file_bytes: int, max_chunk_ch
                 dropped.append(ServedSource(gene.src, "dropped", f"source changed and {how}"))
                 continue
             gene = _refreshed_gene(gene, chunk, now_file, now)
-            refreshed.append(ServedSource(item.gene.src, "refreshed",
-                                          f"source changed; served {gene.src} as it is now ({how})"))
+            said = (f"your local copy ({cache.key(gene.source_path or '')}) differs from the shared index; "
+                    f"served your local text of {gene.src} ({how})") if shared else (
+                    f"source changed; served {gene.src} as it is now ({how})")
+            refreshed.append(ServedSource(item.gene.src, "refreshed", said))
             item = dataclasses.replace(item, gene=gene)
         span = (gene.source_path or gene.gene_id, gene.start_line, gene.end_line)
         if span in spans:
             continue
         spans.add(span)
         kept.append(item)
-    return LiveServe(tuple(kept), tuple(refreshed), tuple(dropped), cache.stats, cache.hashes)
+        if shared:
+            text_from.append((gene.src, "local" if check.status == "changed" else "shared"))
+    return LiveServe(tuple(kept), tuple(refreshed), tuple(dropped), cache.stats, cache.hashes, tuple(text_from))

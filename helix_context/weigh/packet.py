@@ -31,6 +31,10 @@ class PacketItem:
     kind: str | None = None
     relevance: float = 1.0  # share of the query's idf mass the item holds (weigh/relevance.py)
     project: str | None = None  # the project the item's gene belongs to
+    # a team genome's shared gene (weigh/overlay.py): "shared" (the team's indexed text) or "local"
+    # (this machine's file differs, and its text was used); empty for a machine's own genome
+    text_from: str = ""
+    local_path: str | None = None  # where a shared gene's file is on this machine
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +57,7 @@ class PacketItem:
             "signals": {k: round(float(v), 4) for k, v in self.signals.items()},
             "reason": self.reason,
             "preview": self.preview,
+            **({"text_from": self.text_from, "local_path": self.local_path} if self.text_from else {}),
         }
 
 

@@ -8,11 +8,14 @@ nor any log line, may carry the password from the URL (`redact_url`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 
 from helix_context.errors import ConfigError, GenomeError
+from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.url import is_postgres_url, safe_url
 
 __all__ = ["check_server", "connect", "is_postgres_url", "safe_url"]
@@ -23,6 +26,34 @@ MIN_SERVER_VERSION = 140000  # PostgreSQL 14: the oldest release pgvector's HNSW
 MIN_VECTOR_VERSION = (0, 7)  # halfvec and its HNSW operator classes arrived in pgvector 0.7
 CONNECT_TIMEOUT_S = 10  # a read must fail clearly, never hang on a server that does not answer
 STATEMENT_TIMEOUT_MS = 60_000  # one statement: a stuck lock or a runaway query ends with an error
+# a server that vanishes from the network (no reset, no answer) is noticed within ~15 s, not the
+# kernel's default of many minutes: TCP keepalive on idle connections, a send timeout on busy ones
+_TCP: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+        "tcp_user_timeout": 15_000}
+
+
+class GuardedConnection(psycopg.Connection[tuple[Any, ...]]):
+    """A connection whose loss is one clear GenomeError (the server is gone: say so, retry later),
+    reported to the genome's Link so /health shows it and new connections back off."""
+
+    link: Link | None = None
+
+    def execute(self, query: Any, params: Sequence[Any] | Any = None, **kwargs: Any
+                ) -> psycopg.Cursor[tuple[Any, ...]]:
+        try:
+            return super().execute(query, params, **kwargs)
+        except psycopg.errors.QueryCanceled as exc:
+            if "statement timeout" not in str(exc):
+                raise
+            raise GenomeError(f"the team genome did not answer within {STATEMENT_TIMEOUT_MS // 1000} s "
+                              "(a long lock or an overloaded server); nothing was changed, ask again") from None
+        except psycopg.OperationalError as exc:
+            if not (self.broken or self.closed):
+                raise  # a deadlock, a serialization failure: the caller's to retry
+            if self.link is None:
+                raise GenomeError(f"lost the connection to the team genome: {str(exc).strip()}") from None
+            self.link.failed(exc)
+            raise self.link.unreachable() from None
 
 
 def _scrub(text: str, url: str) -> str:
@@ -31,21 +62,32 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
-def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection[tuple[object, ...]]:
-    """One connection, with timeouts; every failure becomes a GenomeError naming the (redacted) URL."""
+def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> psycopg.Connection[tuple[Any, ...]]:
+    """One connection, with timeouts; every failure becomes a GenomeError naming the (redacted) URL.
+
+    With `link`: tries wait out its backoff while the server is unreachable, and every outcome
+    (and the later loss of the connection) is reported to it."""
     if not is_postgres_url(url):
         raise ConfigError(f"[genome] url must start with postgresql:// (got {safe_url(url)!r}); "
                           "leave it empty to use the SQLite genome file")
+    if link is not None:
+        link.gate()
     try:
-        conn = psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
-                               options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+        conn = GuardedConnection.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
+                                         options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}", **_TCP)
     except psycopg.ProgrammingError as exc:  # a malformed connection string
         raise ConfigError(f"[genome] url {safe_url(url)} is not a valid PostgreSQL URL "
                           f"({_scrub(str(exc), url)}); see docs/team.md") from None
     except psycopg.OperationalError as exc:
-        raise GenomeError(f"cannot reach the team genome at {safe_url(url)}: {_scrub(str(exc).strip(), url)}. "
+        said = _scrub(str(exc).strip(), url)
+        if link is not None:
+            link.failed(said)
+        raise GenomeError(f"cannot reach the team genome at {safe_url(url)}: {said}. "
                           "Check the host, port, database name and credentials (URL, PGPASSFILE or PGPASSWORD), "
-                          "and that the server runs") from None
+                          "and that the server runs; Helix retries by itself") from None
+    if link is not None:
+        conn.link = link  # the connection is made here: this is its construction, not a later change
+        link.succeeded()
     return conn
 
 

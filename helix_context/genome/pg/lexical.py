@@ -24,7 +24,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,35 +122,107 @@ def _group_rows(conn: Any, query: Query, column: str | None) -> list[tuple[int, 
 
 def corpus_stats(conn: Any) -> tuple[int, int]:
     """(live genes indexed, their tokens): BM25's N and, divided, its average document length.
-    A scan of lex_docs: callers keep it per generation (store.py)."""
+    A scan of lex_docs: callers keep it per generation (read_stats.py)."""
     row = conn.execute("SELECT count(*), COALESCE(sum(tokens), 0) FROM lex_docs").fetchone()
     return int(row[0]), int(row[1])
 
 
+COLUMNS = (None, "body", "tags", "path")  # the order of doc_freqs' counts
+
+
+def doc_freqs(conn: Any, terms: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
+    """Term → genes holding it (any column, body, tags, path): one index-only pass over the terms' postings.
+    A term no gene holds is left out."""
+    wanted = list(dict.fromkeys(terms))
+    if not wanted:
+        return {}
+    rows = conn.execute("SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), "
+                        "count(*) FILTER (WHERE tf_tags > 0), count(*) FILTER (WHERE tf_path > 0) "
+                        "FROM lex_postings WHERE term = ANY(%s) GROUP BY term", (wanted,)).fetchall()
+    return {str(t): (int(a), int(b), int(c), int(d)) for t, a, b, c, d in rows}
+
+
+DocFreqs = Callable[[Sequence[str]], Mapping[str, tuple[int, int, int, int]]]
+HoldingAll = Callable[[Sequence[str], "str | None"], Iterable[Any]]  # read_stats.PostingSets.holding_all: gene ids
+
+
+def idf(n_docs: int, held: int) -> float:
+    return max(math.log((n_docs - held + 0.5) / (held + 0.5)), 1e-6)
+
+
+def _all_of(terms: Sequence[str], freqs: Mapping[str, tuple[int, int, int, int]] | None,
+            column: str | None = None) -> tuple[str, list[Any]]:
+    """SQL (a subquery of `gene`) for the genes holding every one of `terms`, and its arguments.
+
+    The rarest word's postings are walked (counts from `freqs` when known) and each other word is
+    probed by the postings' key (term, gene): the cost follows the rarest word, not the commonest,
+    as FTS5's AND does. A GROUP BY over every word's postings read all of them (at 100k genes, two
+    words of a config key in a quarter of the files each: ~50k rows per count)."""
+    at = COLUMNS.index(column)
+    ordered = sorted(dict.fromkeys(terms), key=lambda t: (freqs or {}).get(t, (0, 0, 0, 0))[at])
+    sql = "SELECT p0.gene FROM lex_postings p0"
+    for i in range(1, len(ordered)):
+        sql += f" JOIN lex_postings p{i} ON p{i}.term = %s AND p{i}.gene = p0.gene"
+    sql += " WHERE p0.term = %s"
+    if column is not None:
+        sql += "".join(f" AND p{i}.tf_{column} > 0" for i in range(len(ordered)))
+    return sql, [*ordered[1:], ordered[0]]
+
+
 def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
-                   limit: int) -> list[tuple[int, float]] | None:
+                   limit: int, freqs: DocFreqs, holding_all: HoldingAll | None = None) -> list[tuple[int, float]] | None:
     """Words only (no phrase), all ORed or all ANDed: BM25 summed by the server, only the best `limit`
-    rows come back. None: the expression has another shape (search() scores it here)."""
+    rows come back. None: the expression has another shape (search() scores it here).
+
+    Each word's idf comes in with the words (document counts kept per generation, read_stats.py), so
+    the statement reads only the words' postings, from the covering index (no table pages), and sums
+    in float8: one index-only pass, one aggregate, one top-N sort."""
     if any(len(g) != 1 for g in query.groups):
         return None
     every = len(query.disjuncts) == 1 and len(query.disjuncts[0]) > 1
     if not every and any(len(d) != 1 for d in query.disjuncts):
         return None
-    terms = [g[0] for g in query.groups]
-    sql = ("WITH h AS (SELECT p.term, p.gene, p.doc_tokens, %s * p.tf_body + %s * p.tf_tags + %s * p.tf_path AS f "
-           f"FROM lex_postings p WHERE p.term = ANY(%s) {_COLUMN_FILTER[column]}), "
-           "n AS (SELECT term, count(*) AS nt FROM h GROUP BY term) "
-           "SELECT gene, s FROM (SELECT h.gene, sum(greatest(ln((%s - n.nt + 0.5) / (n.nt + 0.5)), 1e-6) * h.f * %s "
-           "/ (h.f + %s * (1 - %s + %s * h.doc_tokens / %s))) AS s FROM h JOIN n USING (term) GROUP BY h.gene "
-           + ("HAVING count(*) = %s " if every else "") + ") AS t ORDER BY round(s::numeric, 9) DESC, gene LIMIT %s")
-    args: list[Any] = [*weights, terms, float(n_docs), _K1 + 1, _K1, _B, _B, avgdl]
-    args += [len(terms), limit] if every else [limit]
+    terms = list(dict.fromkeys(g[0] for g in query.groups))
+    counts = freqs(terms)
+    at = COLUMNS.index(column)
+    held = [t for t in terms if counts.get(t, (0, 0, 0, 0))[at] > 0]
+    if not held or (every and len(held) < len(terms)):
+        return []
+    idfs = [idf(n_docs, counts[t][at]) * (_K1 + 1) for t in held]
+    f = "(%s * p.tf_body + %s * p.tf_tags + %s * p.tf_path)"
+    score = f"sum(q.w * {f} / ({f} + %s + %s * p.doc_tokens))"
+    args: list[Any] = [*weights, *weights, _K1 * (1 - _B), _K1 * _B / avgdl]
+    if every and holding_all is not None:  # the genes holding every word, from the per-generation id sets
+        genes = [int(g) for g in holding_all(held, column)]
+        if not genes:
+            return []
+        sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s FROM unnest(%s::bigint[]) AS g(gene) "
+               "CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
+               "JOIN lex_postings p ON p.term = q.term AND p.gene = g.gene GROUP BY p.gene) AS t "
+               "ORDER BY round(s * 1e9) DESC, gene LIMIT %s")
+        args = [*args, genes, held, idfs, limit]
+    elif every:  # the genes holding every word first (rarest word walked), then only their postings scored
+        both, both_args = _all_of(held, counts, column)
+        sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s FROM ({both}) AS g "
+               "CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
+               "JOIN lex_postings p ON p.term = q.term AND p.gene = g.gene GROUP BY p.gene) AS t "
+               "ORDER BY round(s * 1e9) DESC, gene LIMIT %s")
+        args = [*args, *both_args, held, idfs, limit]
+    else:
+        sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s "
+               "FROM unnest(%s::text[], %s::float8[]) AS q(term, w) JOIN lex_postings p ON p.term = q.term "
+               f"WHERE true {_COLUMN_FILTER[column]} GROUP BY p.gene) AS t "
+               "ORDER BY round(s * 1e9) DESC, gene LIMIT %s")
+        args = [*args, held, idfs, limit]
     return [(int(g), float(sc)) for g, sc in conn.execute(sql, args).fetchall()]
 
 
-def search(conn: Any, expr: str, limit: int, column: str | None = None,
-           stats: tuple[int, int] | None = None) -> list[tuple[int, float]]:
-    """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better)."""
+def search(conn: Any, expr: str, limit: int, column: str | None = None, stats: tuple[int, int] | None = None,
+           freqs: DocFreqs | None = None, holding_all: HoldingAll | None = None) -> list[tuple[int, float]]:
+    """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better).
+
+    `stats` (N, total tokens) and `freqs` (document counts per term) may come from a cache kept per
+    generation; without them they are read here."""
     query = parse(expr)
     if not query.groups or limit <= 0:
         return []
@@ -160,7 +232,8 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
     avgdl = total / n_docs
     # a column filter counts only that column's occurrences, as FTS5's `{col} : (...)` does
     weights = [w if column in (None, name) else 0.0 for name, w in _WEIGHTS.items()]
-    in_sql = _scored_in_sql(conn, query, weights, column, n_docs, avgdl, limit)
+    in_sql = _scored_in_sql(conn, query, weights, column, n_docs, avgdl, limit,
+                            freqs if freqs is not None else (lambda terms: doc_freqs(conn, terms)), holding_all)
     if in_sql is not None:
         return in_sql
     per_gene: dict[int, dict[int, float]] = {}
@@ -170,19 +243,20 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None,
         per_gene.setdefault(gene, {})[grp - 1] = weights[0] * tb + weights[1] * tt + weights[2] * tp
         length[gene] = dl
         held[grp - 1] += 1
-    idf = [max(math.log((n_docs - held[g] + 0.5) / (held[g] + 0.5)), 1e-6) for g in range(len(query.groups))]
+    idfs = [idf(n_docs, held[g]) for g in range(len(query.groups))]
     scored: list[tuple[int, float]] = []
-    for gene, freqs in per_gene.items():
-        if not any(all(g in freqs for g in members) for members in query.disjuncts):
+    for gene, freqs_of in per_gene.items():
+        if not any(all(g in freqs_of for g in members) for members in query.disjuncts):
             continue
         norm = _K1 * (1 - _B + _B * length[gene] / avgdl)
-        scored.append((gene, sum(idf[g] * f * (_K1 + 1) / (f + norm) for g, f in freqs.items())))
+        scored.append((gene, sum(idfs[g] * f * (_K1 + 1) / (f + norm) for g, f in freqs_of.items())))
     # ties broken by gene id at 9 decimals, as the server does (sums in another order differ in the last bits)
     scored.sort(key=lambda kv: (-round(kv[1], 9), kv[0]))
     return scored[:limit]
 
 
-def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
+def doc_count_upto(conn: Any, expr: str, cap: int, stats: tuple[int, int] | None = None,
+                   freqs: DocFreqs | None = None) -> int:
     """Genes matching `expr`, counted up to cap + 1 (lexicon.doc_count_upto's contract)."""
     query = parse(expr)
     if not query.groups:
@@ -191,7 +265,12 @@ def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
         row = conn.execute("SELECT count(*) FROM (SELECT 1 FROM lex_postings WHERE term = %s LIMIT %s) AS s",
                            (query.groups[0][0], cap + 1)).fetchone()
         return int(row[0])
-    return min(len(search(conn, expr, cap + 1)), cap + 1)
+    if len(query.disjuncts) == 1 and all(len(g) == 1 for g in query.groups):  # words ANDed: no scoring needed
+        terms = [g[0] for g in query.groups]
+        both, args = _all_of(terms, freqs(terms) if freqs is not None else None)
+        row = conn.execute(f"SELECT count(*) FROM ({both} LIMIT %s) AS s", [*args, cap + 1]).fetchone()
+        return int(row[0])
+    return min(len(search(conn, expr, cap + 1, stats=stats, freqs=freqs)), cap + 1)
 
 
 def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
@@ -200,9 +279,10 @@ def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
     if not query.groups or limit <= 0:
         return []
     if len(query.groups) == 1 and len(query.groups[0]) == 1:
-        rows = conn.execute("SELECT gene FROM lex_postings WHERE term = %s LIMIT %s",
-                            (query.groups[0][0], limit)).fetchall()
-        return [int(r[0]) for r in rows]
+        # one array value, not a row per gene: the silence gate reads up to 20k ids of a word per question
+        row = conn.execute("SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings WHERE term = %s LIMIT %s) AS s",
+                           (query.groups[0][0], limit)).fetchone()
+        return [int(g) for g in row[0]] if row and row[0] else []
     return [gene for gene, _ in search(conn, expr, limit)]
 
 

@@ -160,5 +160,18 @@ CREATE TABLE activity (
 CREATE INDEX activity_kind_at ON activity(party, kind, at);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1,)
+# Reads of each question (issue 27 part B). Lexical search reads only the index: the postings' key
+# carries each row's counts and document length (INCLUDE), so a word's postings come from the index
+# pages alone (an index-only scan),
+# not one table page per posting (bench_team.py: a 3-word search read 1,279 pages before, 35 after).
+V_COVERING_POSTINGS = """
+ALTER TABLE lex_postings DROP CONSTRAINT lex_postings_pkey;
+ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_pkey PRIMARY KEY (term, gene)
+    INCLUDE (tf_body, tf_tags, tf_path, doc_tokens);
+-- co-activation is read from both ends of a pair each question (store.coactivated): the key serves
+-- `a = ANY(…)`, this index `b = ANY(…)` (else a scan of the party's pairs, which grow with use)
+CREATE INDEX coactivation_b ON coactivation(party, b);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V_COVERING_POSTINGS)  # after issue 27 part A: (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS)
 SCHEMA_VERSION = len(MIGRATIONS)

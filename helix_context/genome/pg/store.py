@@ -31,6 +31,9 @@ from pgvector.psycopg import register_vector
 from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import activity, lexical
+from helix_context.genome.pg.link import Link
+from helix_context.genome.pg.qmark import QmarkConnection
+from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
@@ -69,26 +72,6 @@ def _row_to_gene(row: Sequence[Any]) -> Gene:
 
 def _file(row: Sequence[Any]) -> FileRecord:
     return FileRecord(str(row[0]), row[1], int(row[2]), int(row[3]), str(row[4]), int(row[5]), float(row[6]))
-
-
-class QmarkConnection:
-    """A thread's PostgreSQL connection as genome/'s SQLite-style modules use it: `?` placeholders,
-    `execute(...).fetchone()`; plus the lexical counts FTS5 answers on SQLite (backend.LexicalCounts)."""
-
-    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
-        self.raw = raw
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.raw.execute(sql.replace("?", "%s"), list(args))
-
-    def doc_count_upto(self, expr: str, cap: int) -> int:
-        return lexical.doc_count_upto(self.raw, expr, cap)
-
-    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
-        return lexical.term_doc_counts(self.raw, terms)
-
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        return lexical.term_rowids(self.raw, expr, limit)
 
 
 class PgTx:
@@ -137,20 +120,23 @@ class PgGenome(PgVectorModelMixin):
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._vectors: PgVectorIndex | None = None
-        self._lex_stats: tuple[int, tuple[int, int]] | None = None  # (generation, BM25's N and total tokens)
+        self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
+        self._kinds = CodeKinds()
+        self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (read_stats.py)
+        self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
         first = self._raw()
         check_server(first, url)
         register_vector(first)
         self._migrate(first)
         # `listen`: keep generation() current from NOTIFY instead of asking the server on each call
-        self._listener = ChangeListener(url, read_generation(first)) if listen else None
+        self._listener = ChangeListener(url, read_generation(first), self._link) if listen else None
 
     # ── connections ──
 
     def _raw(self) -> psycopg.Connection[tuple[Any, ...]]:
         raw: psycopg.Connection[tuple[Any, ...]] | None = getattr(self._local, "raw", None)
-        if raw is None or raw.closed:
-            raw = connect(self.url)
+        if raw is None or raw.closed or raw.broken:
+            raw = connect(self.url, link=self._link)
             try:
                 register_vector(raw)
             except psycopg.ProgrammingError:  # before the first migration created the extension
@@ -165,7 +151,7 @@ class PgGenome(PgVectorModelMixin):
 
     @property
     def conn(self) -> QmarkConnection:
-        return QmarkConnection(self._raw())
+        return QmarkConnection(self._raw(), self._stats, self._kinds, self._postings)
 
     def close(self) -> None:
         if self._listener is not None:
@@ -235,6 +221,10 @@ class PgGenome(PgVectorModelMixin):
                 raise GenomeError(f"team genome {self.path}: the write failed ({exc}); "
                                   "nothing of it was stored, run it again") from None
 
+    def connection_state(self) -> dict[str, Any]:
+        """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""
+        return self._link.state()
+
     def generation(self) -> int:
         """Advanced after each gene-changing commit, so a cache keyed on it never holds data older than it."""
         if self._listener is not None:
@@ -246,8 +236,7 @@ class PgGenome(PgVectorModelMixin):
         return SourceClaim(self.url, source)
 
     def live_gene_count(self) -> int:
-        row = self._raw().execute("SELECT count(*) FROM lex_docs").fetchone()
-        return int(row[0]) if row else 0
+        return self._stats.live_genes(self._raw())
 
     # ── files ──
 
@@ -495,11 +484,10 @@ class PgGenome(PgVectorModelMixin):
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
         if not match:
             return []
-        generation = self.generation()
-        cached = self._lex_stats
-        if cached is None or cached[0] != generation:
-            cached = self._lex_stats = (generation, lexical.corpus_stats(self._raw()))
-        return lexical.search(self._raw(), match, limit, column, stats=cached[1])
+        raw = self._raw()
+        return lexical.search(raw, match, limit, column, stats=self._stats.corpus(raw),
+                              freqs=lambda terms: self._stats.doc_freqs(raw, terms),
+                              holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:

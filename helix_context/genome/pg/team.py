@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 from helix_context.genome.pg.connect import connect, safe_url
+from helix_context.genome.pg.link import Link
 
 log = logging.getLogger("helix.genome")
 
@@ -76,8 +77,9 @@ class SourceClaim:
 class ChangeListener:
     """A daemon thread holding `generation` current from NOTIFY (and a 1 s poll as a safety net)."""
 
-    def __init__(self, url: str, initial: int) -> None:
+    def __init__(self, url: str, initial: int, link: Link | None = None) -> None:
         self._url = url
+        self._link = link  # told of each loss and return: the listener is the backend's heartbeat
         self.generation = initial
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="helix-genome-listen", daemon=True)
@@ -93,6 +95,8 @@ class ChangeListener:
             try:
                 with connect(self._url) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    if self._link is not None:
+                        self._link.succeeded()
                     failures = 0
                     while not self._stop.is_set():
                         self.seen(read_generation(conn))
@@ -101,6 +105,8 @@ class ChangeListener:
             except Exception as exc:  # the server went away: retry with backoff; generation() then asks directly
                 wait = _RECONNECT_S[min(failures, len(_RECONNECT_S) - 1)]
                 failures += 1
+                if self._link is not None:
+                    self._link.failed(exc)
                 log.warning("team genome %s: change listener lost its connection (%s); retrying in %.1f s",
                             safe_url(self._url), exc, wait)
                 self._stop.wait(wait)
