@@ -99,7 +99,8 @@ def open_genome(settings: Settings) -> Genome:
         from helix_context.genome.pg.open import open_team_genome  # psycopg only when asked for
 
         who = settings.attribution
-        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
+        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}",
+                                caps=WriteCaps.of(settings.retention))
     return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
                   mmap_bytes=settings.genome.mmap_mb * 2**20, caps=WriteCaps.of(settings.retention))
 

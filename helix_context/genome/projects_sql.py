@@ -80,11 +80,11 @@ def set_project(genome: Genome, folder: str, project: str) -> int:
     per generation, so the generation moves when a gene changes project."""
     low, high = _prefix_range(folder)
     stale = genome.conn.execute("SELECT COUNT(*) FROM genes WHERE source_path >= ? AND source_path < ? "
-                                "AND project IS NOT ?", (low, high, project)).fetchone()[0]
+                                "AND (project IS NULL OR project <> ?)", (low, high, project)).fetchone()[0]
     with genome.transaction(changes_genes=bool(stale)) as tx:
         tx.execute("UPDATE sources SET project = ? WHERE path = ?", (project, folder))
-        tx.execute("UPDATE files SET project = ? WHERE path >= ? AND path < ? AND project IS NOT ?",
+        tx.execute("UPDATE files SET project = ? WHERE path >= ? AND path < ? AND (project IS NULL OR project <> ?)",
                    (project, low, high, project))
         moved = tx.execute("UPDATE genes SET project = ? WHERE source_path >= ? AND source_path < ? "
-                           "AND project IS NOT ?", (project, low, high, project)).rowcount
+                           "AND (project IS NULL OR project <> ?)", (project, low, high, project)).rowcount
     return int(moved)

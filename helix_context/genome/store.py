@@ -23,11 +23,12 @@ from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.learning import LearningMixin
-from helix_context.genome.retention import WriteCaps
+from helix_context.genome.retention import EVERYONE, WriteCaps
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
+from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.stored_form import StoredForm
 from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
@@ -45,13 +46,16 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
+class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, SourcesMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
     across threads); in-process writers are serialised by a lock and other
     processes by SQLite's busy timeout.
     """
+
+    meta_table = "meta"
+    party_scope = EVERYONE  # one user's file: every bookkeeping row is its own (retention.PartyScope)
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
                  mmap_bytes: int = MMAP_BYTES, caps: WriteCaps | None = None) -> None:

@@ -85,10 +85,10 @@ class Backend:
 
 
 def _offline_status(genome: Genome) -> dict[str, Any]:
-    rows = [sources_sql.as_dict(r) for r in sources_sql.list_sources(genome)]
+    rows = [sources_sql.as_dict(r) for r in genome.list_sources()]
     for row in rows:
         row["watching"] = False
-    paused = sources_sql.paused(genome)
+    paused = genome.sources_paused()
     return {"backend": "not running", "paused": paused, "indexing": False, "sources": rows,
             "indexed_genes": genome.live_gene_count(),
             "summary": f"backend not running; {len(rows)} folder{'s' if len(rows) != 1 else ''} on the list"}
@@ -182,7 +182,7 @@ def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> di
         what = ("its indexed chunks leave the answers when the backend next starts" if args.forget
                 else "its indexed chunks stay")
         return {**result, "message": f"removed {result['path']} from the list; {what}"}
-    sources_sql.set_paused(genome, args.action == "pause")
+    genome.set_sources_paused(args.action == "pause")
     return {"paused": args.action == "pause",
             "message": f"indexing {'paused' if args.action == 'pause' else 'resumed'} for the next backend start"}
 

@@ -160,5 +160,10 @@ CREATE TABLE activity (
 CREATE INDEX activity_kind_at ON activity(party, kind, at);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1,)
+# co-activation weights decay by a factor at each prune (genome/retention.py): a fraction, not a count
+V2_DECAYING_WEIGHTS = """
+ALTER TABLE coactivation ALTER COLUMN count TYPE double precision;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS)
 SCHEMA_VERSION = len(MIGRATIONS)

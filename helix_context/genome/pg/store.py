@@ -34,6 +34,10 @@ from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
 from helix_context.genome.pg.door import PgDialect
+from helix_context.genome.sources_sql import SourcesMixin
+from helix_context.genome.learning import LearningMixin
+from helix_context.genome.pg.maintenance import PgMaintenanceMixin
+from helix_context.genome.retention import PartyScope, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.write_door import WriteDoor
 from helix_context.genome.store import FileRecord, SourceWrite, WriteResult
@@ -42,7 +46,6 @@ from helix_context.models import Gene, Provenance
 
 log = logging.getLogger("helix.genome")
 
-COACTIVATION_TTL_S = 60 * 86_400.0  # a pair not delivered together for 60 days is forgotten
 _T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
 _GENE_COLUMNS = (
@@ -108,12 +111,17 @@ class PgTx:
         return cur
 
 
-class PgGenome(PgVectorModelMixin):
+class PgGenome(PgVectorModelMixin, SourcesMixin, LearningMixin, PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
-    def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True) -> None:
+    meta_table = "helix_meta"
+
+    def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True,
+                 caps: WriteCaps | None = None) -> None:
         self.url = url
         self.party = party  # user@device: whose sessions, co-activation and activity rows this backend sees
+        self.party_scope = PartyScope(party)
+        self.caps = caps or WriteCaps()  # retention caps every bookkeeping write applies (learning.py)
         self.path = safe_url(url)  # what logs and /health show in place of a file path: no credentials
         self.readonly = readonly
         self._local = threading.local()
@@ -324,9 +332,6 @@ class PgGenome(PgVectorModelMixin):
         return [(str(p), int(s), int(e)) for p, s, e in self._raw().execute(
             "SELECT path, start_line, end_line FROM gene_sources WHERE gene = %s ORDER BY path", (rowid,))]
 
-    def source_paths(self) -> list[str]:
-        return [str(r[0]) for r in self._raw().execute("SELECT DISTINCT path FROM gene_sources")]
-
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self._raw().execute("SELECT embedding FROM genes WHERE id = %s", (rowid,)).fetchone()
         return None if row is None or row[0] is None else np.asarray(row[0].to_numpy(), dtype=np.float32)
@@ -364,56 +369,9 @@ class PgGenome(PgVectorModelMixin):
             self._vectors = PgVectorIndex(self._raw)
         return self._vectors
 
-    # ── learning (per party: a shared database never mixes two developers' history) ──
-
-    def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]:
-        if not seeds:
-            return {}
-        ids = [int(s) for s in seeds]
-        party = self.party
-        rows = self._raw().execute(
-            "SELECT b, sum(count) FROM coactivation WHERE party = %s AND a = ANY(%s) GROUP BY b UNION ALL "
-            "SELECT a, sum(count) FROM coactivation WHERE party = %s AND b = ANY(%s) GROUP BY a",
-            (party, ids, party, ids)).fetchall()
-        scores: dict[int, float] = {}
-        for rowid, count in rows:
-            scores[int(rowid)] = scores.get(int(rowid), 0.0) + float(count)
-        for seed in ids:
-            scores.pop(seed, None)
-        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
-
-    def record_delivery(self, rowids: Sequence[int]) -> None:
-        """Genes delivered together: access counts (shared), and this party's co-activation pairs.
-
-        Retention at write time: this party's pairs unused for COACTIVATION_TTL_S are deleted here.
-        """
-        ids = sorted(set(int(r) for r in rowids))[:24]
-        if not ids or self.readonly:
-            return
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.execute("UPDATE genes SET access_count = access_count + 1, last_access_at = %s, "
-                       "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ANY(%s)", (now, ids))
-            pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
-            tx.execute("INSERT INTO coactivation(party, a, b, count, last_at) "  # one statement, not one per pair
-                       "SELECT %s, a, b, 1, %s FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b) "
-                       "ON CONFLICT (party, a, b) DO UPDATE SET count = coactivation.count + 1, "
-                       "last_at = excluded.last_at", (self.party, now, [a for a, _ in pairs], [b for _, b in pairs]))
-            tx.execute("DELETE FROM coactivation WHERE party = %s AND last_at < %s",
-                       (self.party, now - COACTIVATION_TTL_S))
-
     def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
         if not self.readonly:
             activity.record(self._raw(), self.party, kind, actor, summary, counts)
 
     def read_activity(self, limit: int) -> dict[str, Any]:
         return activity.read(self._raw(), self.party, limit)
-
-    def stats(self) -> dict[str, Any]:
-        raw = self._raw()
-        genes = raw.execute("SELECT count(*) FILTER (WHERE retired_at IS NULL), count(*) FROM genes").fetchone()
-        files = raw.execute("SELECT count(*) FROM files").fetchone()
-        size = raw.execute("SELECT pg_database_size(current_database())").fetchone()
-        return {"backend": "postgresql", "url": self.path, "genes": int(genes[0]) if genes else 0,
-                "genes_total": int(genes[1]) if genes else 0, "files": int(files[0]) if files else 0,
-                "db_bytes": int(size[0]) if size else 0}
