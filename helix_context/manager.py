@@ -31,6 +31,7 @@ from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock, WriteCaps
 from helix_context.errors import GenomeError, InvalidRequest
 from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.llm.profiles import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
@@ -92,7 +93,7 @@ def _check_group_by(group_by: str) -> None:
         raise InvalidRequest(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
 
 
-def open_genome(settings: Settings) -> Genome:
+def open_genome(settings: Settings) -> GenomeStore:
     """The genome at settings.genome_path, opened the way the manager opens it by default; with
     [genome] url (HELIX_GENOME_URL) set, the team genome on PostgreSQL (genome/pg/open.py)."""
     if settings.genome.url:
@@ -113,7 +114,7 @@ class HelixContextManager:
     embedder: where the dense embedder comes from (None: the model from [embedding], loaded on first use).
     """
 
-    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None,
+    def __init__(self, settings: Settings | None = None, *, genome: GenomeStore | None = None,
                  telemetry: ManagerTelemetry | None = None, sources: PacketAnnotator | None = None,
                  embedder: EmbedderPart | None = None) -> None:
         self.settings = settings or load_config()

@@ -17,7 +17,7 @@ from helix_context.genome.backend import LexicalCounts
 from helix_context.genome.fts_text import quote_term
 
 if TYPE_CHECKING:
-    from helix_context.genome.store import Genome
+    from helix_context.genome.storage import GenomeStore
 
 MAX_PROJECTS_PER_QUERY = 64  # bound variables of one IN (...) list
 
@@ -29,14 +29,14 @@ def _prefix_range(folder: str) -> tuple[str, str]:
     return prefix, prefix + "\U0010ffff"
 
 
-def live_projects(genome: Genome) -> dict[str, int]:
+def live_projects(genome: GenomeStore) -> dict[str, int]:
     """Live genes per project (genes without a project are left out): a walk of the (project, tier) index."""
     rows = genome.conn.execute(
         "SELECT project, COUNT(*) FROM genes WHERE project IS NOT NULL AND retired_at IS NULL GROUP BY project")
     return {str(p): int(n) for p, n in rows}
 
 
-def project_rowids(genome: Genome, projects: Collection[str]) -> np.ndarray:
+def project_rowids(genome: GenomeStore, projects: Collection[str]) -> np.ndarray:
     """Sorted rowids of the live genes of `projects`."""
     names = sorted(set(projects))[:MAX_PROJECTS_PER_QUERY]
     if not names:
@@ -47,7 +47,7 @@ def project_rowids(genome: Genome, projects: Collection[str]) -> np.ndarray:
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
 
-def projects_of(genome: Genome, rowids: Sequence[int]) -> dict[int, str | None]:
+def projects_of(genome: GenomeStore, rowids: Sequence[int]) -> dict[int, str | None]:
     """rowid → project for the given genes."""
     out: dict[int, str | None] = {}
     ids = list(dict.fromkeys(int(r) for r in rowids))
@@ -59,7 +59,7 @@ def projects_of(genome: Genome, rowids: Sequence[int]) -> dict[int, str | None]:
     return out
 
 
-def term_rowids(genome: Genome, term: str, limit: int) -> list[int]:
+def term_rowids(genome: GenomeStore, term: str, limit: int) -> list[int]:
     """Rowids of the genes whose full-text row holds `term` (at most `limit`): a project's document count
     of a word is the size of this list's overlap with the project's genes."""
     conn = genome.conn
@@ -73,7 +73,7 @@ def term_rowids(genome: Genome, term: str, limit: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def set_project(genome: Genome, folder: str, project: str) -> int:
+def set_project(genome: GenomeStore, folder: str, project: str) -> int:
     """Give a source folder, its indexed files and their genes `project`; returns the genes relabelled.
 
     Bookkeeping only (the genes' text is unchanged), but the retriever caches projects' genes

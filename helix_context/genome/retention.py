@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from helix_context.config import RetentionSettings
-    from helix_context.genome.store import Genome
+    from helix_context.genome.storage import GenomeStore
 
 log = logging.getLogger("helix.genome")
 
@@ -154,13 +154,13 @@ def cap_buffer(tx: Any, max_rows: int, scope: PartyScope = EVERYONE) -> int:
                           f"{scope.only} ORDER BY id DESC LIMIT 1 OFFSET ?)", (*own, *own, max_rows)).rowcount)
 
 
-def delete_consolidated(genome: Genome) -> int:
+def delete_consolidated(genome: GenomeStore) -> int:
     """Chat-buffer rows already distilled into session notes: their text lives on in the notes gene."""
     with genome.transaction(changes_genes=False) as tx:
-        return tx.execute("DELETE FROM session_buffer WHERE consolidated = 1").rowcount
+        return int(tx.execute("DELETE FROM session_buffer WHERE consolidated = 1").rowcount)
 
 
-def prune(genome: Genome, cfg: RetentionSettings, now: float | None = None) -> PruneReport:
+def prune(genome: GenomeStore, cfg: RetentionSettings, now: float | None = None) -> PruneReport:
     """Apply every retention rule once, in one transaction (a few indexed deletes: milliseconds)."""
     started = time.perf_counter()
     now = time.time() if now is None else now
@@ -191,7 +191,7 @@ def prune(genome: Genome, cfg: RetentionSettings, now: float | None = None) -> P
     return report
 
 
-def table_rows(genome: Genome) -> dict[str, int]:
+def table_rows(genome: GenomeStore) -> dict[str, int]:
     """Row counts of the tables retention bounds (this party's, on a team genome), and the most edges
     any one gene has (for tests, benchmarks and `helix stats`)."""
     conn, scope = genome.conn, genome.party_scope
@@ -213,7 +213,7 @@ class RetentionClock:
     only one prune runs at a time, and a failing prune is logged, never raised to a request.
     """
 
-    def __init__(self, genome: Genome, cfg: RetentionSettings) -> None:
+    def __init__(self, genome: GenomeStore, cfg: RetentionSettings) -> None:
         self.genome = genome
         self.cfg = cfg
         self._count = 0

@@ -308,7 +308,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, SourcesMixin, Vecto
 
     def _replace_all(self, tx: Tx, writes: Sequence[SourceWrite]) -> list[WriteResult]:
         lex = self._door.dialect.lexical(tx)
-        results = [self._door.replace(tx, lex, write) for write in writes]
+        results = self._door.replace(tx, lex, writes)
         lex.flush()
         return results
 

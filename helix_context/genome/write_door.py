@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -100,35 +100,53 @@ class WriteDoor:
 
     # ── replacing a file's genes ──
 
-    def replace(self, tx: DoorTx, lex: LexicalWriter, write: SourceWrite) -> WriteResult:
-        """Make `write.genes` the complete set for `write.path` (the caller commits and flushes `lex`)."""
-        record, path = write.record, write.path
-        result = WriteResult()
+    def replace(self, tx: DoorTx, lex: LexicalWriter, writes: Sequence[SourceWrite]) -> list[WriteResult]:
+        """Make each write's genes the complete set for its path (the caller commits and flushes `lex`).
+
+        The batch is written as if its files came one after another, in a fixed number of statements:
+        their old source rows go in one DELETE, their genes are looked up and the new ones inserted
+        together, and a gene a file lost is released only after every file's new source rows are in
+        (so a chunk that moved from one file of the batch to another is handed over, not re-inserted).
+        """
+        paths: set[str] = set()
+        for n, write in enumerate(writes):
+            if write.path is not None and write.path in paths:  # the same file twice: one after the other
+                return self.replace(tx, lex, writes[:n]) + self.replace(tx, lex, writes[n:])
+            if write.path is not None:
+                paths.add(write.path)
         now = time.time()
-        old: set[int] = set()
-        if path is not None:
-            old = {int(r[0]) for r in tx.execute("DELETE FROM gene_sources WHERE path = ? RETURNING gene", (path,))}
-            tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
-        stored = self._stored(tx, [gene.gene_id for gene, _ in write.genes])
-        added = self._insert_new(tx, lex, write, stored, now)
-        kept: set[int] = set()
+        results = [WriteResult() for _ in writes]
+        old = self._take_sources(tx, [w.path for w in writes if w.path is not None])
+        stored = self._stored(tx, [gene.gene_id for w in writes for gene, _ in w.genes])
+        added = self._insert_new(tx, lex, writes, stored, now)
+        lost: dict[int, tuple[int, set[str | None]]] = {}  # gene → (the write that lost it first, paths)
         source_rows: list[tuple[Any, ...]] = []
         symbol_rows: list[tuple[Any, ...]] = []
         spans: list[tuple[Any, ...]] = []
         vectors: list[tuple[Any, ...]] = []
-        for gene, vector in write.genes:
-            if gene.gene_id in added:
-                rowid = added.pop(gene.gene_id)  # its first place in the file: inserted above
-                result.added += 1
-            else:
-                rowid = self._reuse(tx, lex, gene, stored, result, spans, now)
-                if vector is not None:  # stored without a vector, or with another model's
-                    vectors.append((*self.dialect.vector_values(vector), rowid, *self.dialect.vector_missing_values()))
-            kept.add(rowid)
-            if path is not None:
-                source_rows.append((rowid, path, gene.start_line, gene.end_line))
-                symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind, s.start_line,
-                                    s.end_line) for s in gene.symbols)
+        files: list[tuple[Any, ...]] = []
+        for n, (write, result) in enumerate(zip(writes, results, strict=True)):
+            path = write.path
+            kept: set[int] = set()
+            for gene, vector in write.genes:
+                if gene.gene_id in added:
+                    rowid = added.pop(gene.gene_id)  # its first place in the batch: inserted above
+                    result.added += 1
+                else:
+                    rowid = self._reuse(tx, lex, gene, stored, result, spans, now)
+                    if vector is not None:  # stored without a vector, or with another model's
+                        vectors.append((*self.dialect.vector_values(vector), rowid,
+                                        *self.dialect.vector_missing_values()))
+                kept.add(rowid)
+                if path is not None:
+                    source_rows.append((rowid, path, gene.start_line, gene.end_line))
+                    symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind,
+                                        s.start_line, s.end_line) for s in gene.symbols)
+            for rowid in old.get(path, set()) - kept if path is not None else ():
+                lost.setdefault(rowid, (n, set()))[1].add(path)
+            if write.record is not None:
+                r = write.record
+                files.append((r.path, r.project, r.size, r.mtime_ns, r.content_hash, len(kept), now))
         if spans:
             tx.executemany("UPDATE genes SET start_line = ?, end_line = ?, source_mtime = ?, source_hash = ?, "
                            "last_verified_at = ?, source_changed = 0 WHERE id = ?", spans)
@@ -141,11 +159,25 @@ class WriteDoor:
         if symbol_rows:
             tx.executemany("INSERT INTO symbols(path, gene, name, leaf, kind, start_line, end_line) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?)", symbol_rows)
-        result.replaced += self._release(tx, lex, sorted(old - kept), path, retire_at=None)
-        if record is not None:
-            tx.execute(_FILE_UPSERT, (record.path, record.project, record.size, record.mtime_ns, record.content_hash,
-                                      len(kept), now))
-        return result
+        for rowid in self._release(tx, lex, {r: paths for r, (_, paths) in lost.items()}, retire_at=None):
+            results[lost[rowid][0]].replaced += 1
+        if files:
+            tx.executemany(_FILE_UPSERT, files)
+        return results
+
+    @staticmethod
+    def _take_sources(tx: DoorTx, paths: Sequence[str]) -> dict[str | None, set[int]]:
+        """Delete the source and symbol rows of `paths`; path → the genes its source rows named."""
+        old: dict[str | None, set[int]] = {}
+        unique = list(dict.fromkeys(paths))
+        for start in range(0, len(unique), _LOOKUP_CHUNK):
+            part = unique[start:start + _LOOKUP_CHUNK]
+            marks = _marks(len(part))
+            for path, gene in tx.execute(f"DELETE FROM gene_sources WHERE path IN ({marks}) RETURNING path, gene",
+                                         part).fetchall():
+                old.setdefault(str(path), set()).add(int(gene))
+            tx.execute(f"DELETE FROM symbols WHERE path IN ({marks})", part)
+        return old
 
     def _stored(self, tx: DoorTx, gene_ids: Sequence[str]) -> Stored:
         """What the genes table holds for these ids (locked against other writers where the dialect does)."""
@@ -158,23 +190,26 @@ class WriteDoor:
             found.update((gene_id, (int(rowid), source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
-    def _insert_new(self, tx: DoorTx, lex: LexicalWriter, write: SourceWrite, stored: Stored,
+    def _insert_new(self, tx: DoorTx, lex: LexicalWriter, writes: Sequence[SourceWrite], stored: Stored,
                     now: float) -> dict[str, int]:
         """Insert the genes `stored` lacks (each id once), a few hundred per statement; gene_id → row id.
 
         A gene another backend inserted since the lookup is skipped by ON CONFLICT and joins `stored`
         (looked up again, locked), so it is reused like any stored gene."""
         new: dict[str, tuple[Gene, np.ndarray | None]] = {}
-        for gene, vector in write.genes:
-            if gene.gene_id not in stored and gene.gene_id not in new:
-                new[gene.gene_id] = (gene, vector)
+        forms_ahead: dict[str, StoredForm] = {}
+        for write in writes:
+            for gene, vector in write.genes:
+                if gene.gene_id not in stored and gene.gene_id not in new:
+                    new[gene.gene_id] = (gene, vector)
+            forms_ahead.update(write.forms)
         if not new:
             return {}
         columns = f"{_GENE_COLUMNS}{self.dialect.vector_columns}"
         forms: dict[str, StoredForm] = {}
         rows: list[tuple[Any, ...]] = []
         for gene, vector in new.values():
-            form = forms[gene.gene_id] = write.forms.get(gene.gene_id) or stored_form(gene.content)
+            form = forms[gene.gene_id] = forms_ahead.get(gene.gene_id) or stored_form(gene.content)
             prov = gene.provenance
             rows.append((gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
                          gene.start_line, gene.end_line, gene.symbol, "\n".join(gene.tags),
@@ -230,17 +265,18 @@ class WriteDoor:
             content = row[0] if isinstance(row[0], (str, bytes)) else bytes(row[0])
             lex.index(rowid, content, row[1], new_path, None)
 
-    def _release(self, tx: DoorTx, lex: LexicalWriter, rowids: Sequence[int], lost_path: str | None, *,
-                 retire_at: float | None) -> int:
-        """Genes that lost their place in `lost_path`. One still held by another file moves to it; one
-        held nowhere is deleted (a replaced file) or retired at `retire_at` (a deleted file). Returns how
-        many were deleted or retired."""
+    def _release(self, tx: DoorTx, lex: LexicalWriter, lost: Mapping[int, set[str | None]], *,
+                 retire_at: float | None) -> list[int]:
+        """Genes that lost their place in the files `lost` names. One still held by another file moves to
+        it (if a lost file was its primary source); one held nowhere is deleted (a replaced file) or
+        retired at `retire_at` (a deleted file). Returns those deleted or retired."""
+        rowids = sorted(lost)
         if not rowids:
-            return 0
+            return []
         others: dict[int, tuple[str, int, int]] = {}
         current: dict[int, str | None] = {}
         for start in range(0, len(rowids), _LOOKUP_CHUNK):
-            part = list(rowids[start:start + _LOOKUP_CHUNK])
+            part = rowids[start:start + _LOOKUP_CHUNK]
             for gene, path, first, last in tx.execute(
                     f"SELECT gene, path, start_line, end_line FROM gene_sources WHERE gene IN ({_marks(len(part))}) "
                     "ORDER BY gene, path, start_line", part).fetchall():
@@ -262,22 +298,20 @@ class WriteDoor:
                 tx.execute(f"UPDATE genes SET tier = 'archived', retired_at = ? WHERE id IN ({marks}) "
                            "AND retired_at IS NULL", [retire_at, *part])
         for rowid, (path, first, last) in others.items():
-            if current.get(rowid) == lost_path:  # its primary source was the lost one: hand it over
+            if current.get(rowid) in lost[rowid]:  # its primary source was a lost one: hand it over
                 tx.execute("UPDATE genes SET start_line = ?, end_line = ? WHERE id = ?", (first, last, rowid))
                 self._set_source_path(tx, lex, rowid, path)
-        return len(gone)
+        return gone
 
     # ── other writes ──
 
     def retire(self, tx: DoorTx, lex: LexicalWriter, path: str) -> int:
         """The file is gone: its genes leave retrieval (tier archived) unless another file holds them."""
         # a chunk repeated in the file has a source row per place: each gene is released once
-        rowids = sorted({int(r[0]) for r in tx.execute("DELETE FROM gene_sources WHERE path = ? RETURNING gene",
-                                                       (path,)).fetchall()})
-        tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
-        retired = self._release(tx, lex, rowids, path, retire_at=time.time())
+        rowids = self._take_sources(tx, [path]).get(path, set())
+        retired = self._release(tx, lex, {r: {path} for r in rowids}, retire_at=time.time())
         tx.execute("DELETE FROM files WHERE path = ?", (path,))
-        return retired
+        return len(retired)
 
     @staticmethod
     def touch(tx: DoorTx, record: FileRecord) -> None:

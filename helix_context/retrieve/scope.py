@@ -21,7 +21,7 @@ import numpy as np
 
 from helix_context.errors import InvalidRequest
 from helix_context.genome import projects_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 
 LEAD_WINDOW = 30  # ranked genes whose projects are weighed to pick the leader
 LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the window
@@ -61,7 +61,7 @@ class Scope:
 class ProjectCatalog:
     """Live genes per project, and each project's gene ids, remembered per genome generation."""
 
-    def __init__(self, genome: Genome) -> None:
+    def __init__(self, genome: GenomeStore) -> None:
         self.genome = genome
         self._lock = threading.Lock()
         self._generation = -1

@@ -22,6 +22,7 @@ from helix_context.sources.projects import default_project
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.sources import registry
 from helix_context.errors import SourceError
 
@@ -84,7 +85,7 @@ class Backend:
         self.client.close()
 
 
-def _offline_status(genome: Genome) -> dict[str, Any]:
+def _offline_status(genome: GenomeStore) -> dict[str, Any]:
     rows = [sources_sql.as_dict(r) for r in genome.list_sources()]
     for row in rows:
         row["watching"] = False
@@ -170,7 +171,7 @@ def _online(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
     return {**data, "message": data["summary"]}
 
 
-def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> dict[str, Any]:
+def _offline(args: argparse.Namespace, genome: GenomeStore, settings: Settings) -> dict[str, Any]:
     if args.action == "list":
         return _offline_status(genome)
     if args.action == "add":

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from helix_context.genome import projects_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 
 log = logging.getLogger("helix.sources")
 
@@ -35,7 +35,7 @@ def default_project(folder: str | Path) -> str:
     return path.name or str(path)
 
 
-def ensure_projects(genome: Genome) -> list[tuple[str, str]]:
+def ensure_projects(genome: GenomeStore) -> list[tuple[str, str]]:
     """Give each source without a project its default one, and its genes that project; (path, project) each.
 
     Idempotent: a second run finds nothing to do."""
@@ -50,7 +50,7 @@ def ensure_projects(genome: Genome) -> list[tuple[str, str]]:
     return done
 
 
-def assign(genome: Genome, folder: str, project: str | None) -> str:
+def assign(genome: GenomeStore, folder: str, project: str | None) -> str:
     """The source's project after an add: the one given, else the one it has, else its default;
     its genes follow (a re-add with another name relabels them, which an unchanged file's re-ingest
     would not)."""
@@ -78,7 +78,7 @@ class ProjectState:
                 "resume indexing or restore the folder")
 
 
-def project_states(genome: Genome) -> dict[str, ProjectState]:
+def project_states(genome: GenomeStore) -> dict[str, ProjectState]:
     """Each project that has sources, with its folders' availability (a stat per folder)."""
     paused = genome.sources_paused()
     folders: dict[str, list[str]] = {}
@@ -118,7 +118,7 @@ def _pure(path: str | PurePath) -> PurePath:
         return Path(path).absolute()
 
 
-def cwd_projects(genome: Genome, cwd: Path | None = None) -> tuple[str, ...]:
+def cwd_projects(genome: GenomeStore, cwd: Path | None = None) -> tuple[str, ...]:
     """Projects of the sources holding the current directory (the CLI's scope when none is named)."""
     here = cwd or Path.cwd()
     rows = [(r.path, r.project) for r in genome.list_sources() if r.state != "removing"]

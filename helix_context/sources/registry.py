@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_context.genome.sources_sql import SourceRow
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.errors import SourceError, SourceNotFound
 from helix_context.sources import projects
 
@@ -64,14 +64,14 @@ def lookup_key(raw: str | Path) -> str:
         return str(path.absolute())
 
 
-def find(genome: Genome, raw: str | Path) -> SourceRow | None:
+def find(genome: GenomeStore, raw: str | Path) -> SourceRow | None:
     row = genome.get_source(lookup_key(raw))
     if row is None:
         row = genome.get_source(str(raw))
     return row
 
 
-def record_add(genome: Genome, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
+def record_add(genome: GenomeStore, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
     """Without a backend: put the folder on the list; the next start indexes and watches it."""
     path = resolve_folder(raw, home=home)
     genome.add_source(str(path), project or None, time.time())
@@ -81,7 +81,7 @@ def record_add(genome: Genome, raw: str | Path, project: str | None, *, home: Pa
     return row
 
 
-def record_remove(genome: Genome, raw: str | Path, *, forget: bool) -> dict[str, Any]:
+def record_remove(genome: GenomeStore, raw: str | Path, *, forget: bool) -> dict[str, Any]:
     """Without a backend: stop watching at once; with `forget`, the next start retires the folder's genes."""
     row = find(genome, raw)
     if row is None:

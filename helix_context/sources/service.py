@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
@@ -91,7 +91,7 @@ class SourcesService:
     """The living index. Built before the manager (which annotates packets through it) and started
     with the manager as its Indexer, so neither sets anything on the other."""
 
-    def __init__(self, genome: Genome, settings: Settings) -> None:
+    def __init__(self, genome: GenomeStore, settings: Settings) -> None:
         self.genome = genome
         self.settings = settings
         self.cfg = settings.sources

@@ -274,7 +274,7 @@ class PgGenome(PgVectorModelMixin, SourcesMixin, LearningMixin, PgMaintenanceMix
         """Each write makes its genes the complete set for its path; all commit together (retried on a deadlock)."""
         def write_all(tx: PgTx) -> list[WriteResult | GenomeError]:
             lex = self._door.dialect.lexical(tx)
-            results: list[WriteResult | GenomeError] = [self._door.replace(tx, lex, w) for w in writes]
+            results: list[WriteResult | GenomeError] = list(self._door.replace(tx, lex, writes))
             lex.flush()
             return results
         return self._retried(write_all)
