@@ -23,16 +23,18 @@ from helix_context.genome.stored_form import unpack_text
 
 
 class PostingsWriter:
-    """The BM25 postings of one PostgreSQL transaction (write_door.LexicalWriter)."""
+    """The BM25 postings of one PostgreSQL transaction (write_door.LexicalWriter).
+
+    `index` only notes the gene's text; `flush` tokenizes each gene while it streams the rows into
+    the COPY, so the server files one gene's postings while Python reads the next (two processes).
+    """
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.raw = raw
-        self.docs: dict[int, tuple[list[lexical.Posting], int]] = {}
+        self.docs: dict[int, tuple[str | bytes, str, str | None, str | None]] = {}
 
     def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, body: str | None) -> None:
-        text = body if body is not None else fts_text.body_text(unpack_text(content))
-        self.docs[rowid] = lexical.postings(text, fts_text.tags_text(tags.split("\n") if tags else []),
-                                            fts_text.path_text(path))
+        self.docs[rowid] = (content, tags, path, body)
 
     def unindex(self, rowid: int) -> None:
         if self.docs.pop(rowid, None) is None:
@@ -42,14 +44,19 @@ class PostingsWriter:
     def flush(self) -> None:
         if not self.docs:
             return
+        lengths: list[tuple[int, int]] = []
         with self.raw.cursor() as cur:
-            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
-                for gene, (_, length) in self.docs.items():
-                    copy.write_row((gene, length))
             with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path, doc_tokens) FROM STDIN") as copy:
-                for gene, (rows, length) in self.docs.items():
+                for gene, (content, tags, path, body) in self.docs.items():
+                    text = body if body is not None else fts_text.body_text(unpack_text(content))
+                    rows, length = lexical.postings(text, fts_text.tags_text(tags.split("\n") if tags else []),
+                                                    fts_text.path_text(path))
                     for p in rows:
                         copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path, length))
+                    lengths.append((gene, length))
+            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
+                for row in lengths:
+                    copy.write_row(row)
         self.docs.clear()
 
 
