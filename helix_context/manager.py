@@ -26,7 +26,6 @@ from helix_context.collaborators import EmbedderPart, ManagerTelemetry, PacketAn
 from helix_context.config import Settings, load_config
 from helix_context.answer.assemble import ContextWindow, assemble
 from helix_context.answer.packet import build_context_packet
-from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock, WriteCaps
 from helix_context.errors import GenomeError, InvalidRequest
@@ -314,13 +313,13 @@ class HelixContextManager:
     def _log_activity(self, kind: str, summary: str, counts: dict[str, Any]) -> None:
         """One row in the genome's activity record, so the dashboard sees work done by any process."""
         try:
-            activity_sql.log_event(self.genome, kind, self.actor, summary, counts)
+            self.genome.log_activity(kind, self.actor, summary, counts)
         except GenomeError as exc:  # a read-only or busy genome: the answer matters more than the record
             log.warning("could not record %s activity: %s", kind, exc)
 
     def activity(self, limit: int = 20) -> dict[str, Any]:
         """Recent activity of every process on this genome (see genome/activity_sql.py)."""
-        return activity_sql.read(self.genome, limit)
+        return self.genome.read_activity(limit)
 
     # ── retrieval, context, packets ──
 

@@ -8,8 +8,8 @@ path is untouched (a sqlite3.Connection never matches this Protocol).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -20,19 +20,4 @@ class LexicalCounts(Protocol):
 
     def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
         """Stemmed term → genes holding it; terms no gene holds are left out."""
-        ...
-
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        """Genes whose full-text row holds the one-term expression `expr`, at most `limit`."""
-        ...
-
-
-@runtime_checkable
-class ActivityLog(Protocol):
-    """A genome that keeps the activity record itself (the PostgreSQL one: per party, see pg/schema.py)."""
-
-    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
-        ...
-
-    def read_activity(self, limit: int) -> dict[str, Any]:
         ...

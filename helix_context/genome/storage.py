@@ -9,7 +9,7 @@ the method: `genome.add_source(...)`, not `f(genome, ...)`.
 Every write goes through one door (write_door.py) inside `transaction()`. Two things stay
 below the methods on purpose:
 
-- `conn`: the read-side SQL modules of retrieval (symbols_sql, lexicon, projects_sql) take a
+- `conn`: the read-side SQL modules of retrieval (symbols_sql, lexicon) take a
   connection with `?` placeholders; on PostgreSQL it is a translating wrapper that also answers
   the FTS5-only counts (backend.LexicalCounts).
 - `transaction()`: a write transaction whose `execute` takes `?` placeholders on both backends,
@@ -18,7 +18,7 @@ below the methods on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -149,6 +149,17 @@ class GenomeStore(Protocol):
 
     def set_sources_paused(self, value: bool) -> None: ...
 
+    # ── projects (projects_sql.ProjectsMixin) ──
+    def live_projects(self) -> dict[str, int]: ...
+
+    def project_rowids(self, projects: Collection[str]) -> np.ndarray: ...
+
+    def projects_of(self, rowids: Sequence[int]) -> dict[int, str | None]: ...
+
+    def term_rowids(self, term: str, limit: int) -> list[int]: ...
+
+    def set_project(self, folder: str, project: str) -> int: ...
+
     # ── learning and sessions (learning.LearningMixin; per party on a team genome) ──
     def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]: ...
 
@@ -167,6 +178,11 @@ class GenomeStore(Protocol):
     def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]: ...
 
     def mark_consolidated(self, ids: Sequence[int]) -> None: ...
+
+    # ── the activity record (activity_sql.ActivityMixin; per party on a team genome) ──
+    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None: ...
+
+    def read_activity(self, limit: int = 20) -> dict[str, Any]: ...
 
     # ── upkeep ──
     def mark_changed_sources(self, changed_paths: Iterable[str]) -> int: ...

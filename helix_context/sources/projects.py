@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from helix_context.genome import projects_sql
 from helix_context.genome.storage import GenomeStore
 
 log = logging.getLogger("helix.sources")
@@ -44,7 +43,7 @@ def ensure_projects(genome: GenomeStore) -> list[tuple[str, str]]:
         if row.project:
             continue
         name = default_project(row.path)
-        moved = projects_sql.set_project(genome, row.path, name)
+        moved = genome.set_project(row.path, name)
         log.info("source %s: project %r (%d genes relabelled)", row.path, name, moved)
         done.append((row.path, name))
     return done
@@ -56,7 +55,7 @@ def assign(genome: GenomeStore, folder: str, project: str | None) -> str:
     would not)."""
     row = genome.get_source(folder)
     name = (project or "").strip() or (row.project if row is not None and row.project else default_project(folder))
-    projects_sql.set_project(genome, folder, name)
+    genome.set_project(folder, name)
     return name
 
 

@@ -194,7 +194,7 @@ def doc_count_upto(conn: Any, expr: str, cap: int) -> int:
 
 
 def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
-    """Gene ids whose postings hold the term expression `expr`, at most `limit` (projects_sql.term_rowids' contract)."""
+    """Gene ids whose postings hold the term expression `expr`, at most `limit` (the genome's term_rowids contract)."""
     query = parse(expr)
     if not query.groups or limit <= 0:
         return []

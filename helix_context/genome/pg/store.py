@@ -28,14 +28,17 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from helix_context.errors import GenomeError, GenomeVersionError
-from helix_context.genome.pg import activity, lexical
+from helix_context.genome import fts_text
+from helix_context.genome.pg import lexical
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
 from helix_context.genome.pg.door import PgDialect
 from helix_context.genome.sources_sql import SourcesMixin
+from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
 from helix_context.genome.retention import PartyScope, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
@@ -91,9 +94,6 @@ class QmarkConnection:
     def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
         return lexical.term_doc_counts(self.raw, terms)
 
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        return lexical.term_rowids(self.raw, expr, limit)
-
 
 class PgTx:
     """The open write transaction, taking the `?` placeholders of the shared SQL (write_door.py,
@@ -111,7 +111,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(PgVectorModelMixin, SourcesMixin, LearningMixin, PgMaintenanceMixin):
+class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, ActivityMixin, PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
     meta_table = "helix_meta"
@@ -364,14 +364,11 @@ class PgGenome(PgVectorModelMixin, SourcesMixin, LearningMixin, PgMaintenanceMix
             cached = self._lex_stats = (generation, lexical.corpus_stats(self._raw()))
         return lexical.search(self._raw(), match, limit, column, stats=cached[1])
 
+    def term_rowids(self, term: str, limit: int) -> list[int]:
+        """Gene ids whose postings hold `term`, at most `limit` (fulltext.FullTextMixin.term_rowids on SQLite)."""
+        return lexical.term_rowids(self._raw(), fts_text.quote_term(term), limit)
+
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
             self._vectors = PgVectorIndex(self._raw)
         return self._vectors
-
-    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
-        if not self.readonly:
-            activity.record(self._raw(), self.party, kind, actor, summary, counts)
-
-    def read_activity(self, limit: int) -> dict[str, Any]:
-        return activity.read(self._raw(), self.party, limit)
