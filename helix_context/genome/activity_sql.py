@@ -15,12 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from helix_context.genome.retention import EVERYONE, PartyScope
+from helix_context.genome.write_door import DoorTx
 
 KEEP_ROWS = 2_000
 KINDS = ("ingest", "packet", "context")  # the table: schema.V3_ACTIVITY (pg/schema.py: with its party)
 
 
-def record(tx: Any, kind: str, actor: str, summary: str, counts: Mapping[str, Any], *,
+def record(tx: DoorTx, kind: str, actor: str, summary: str, counts: Mapping[str, Any], *,
            keep: int = KEEP_ROWS, at: float | None = None, scope: PartyScope = EVERYONE) -> int:
     """Insert one event inside the caller's transaction and apply the retention rule; returns its id.
 

@@ -15,12 +15,13 @@ import numpy as np
 
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.vectors import encode_vector
+from helix_context.genome.write_door import DoorTx
 
 
 class FtsWriter:
     """The FTS5 index of one SQLite transaction (write_door.LexicalWriter)."""
 
-    def __init__(self, tx: Any) -> None:
+    def __init__(self, tx: DoorTx) -> None:
         self.tx = tx
         self.rows: dict[int, tuple[str, str, str]] = {}
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from helix_context.genome.write_door import DoorTx
     from helix_context.config import RetentionSettings
     from helix_context.genome.storage import GenomeStore
 
@@ -106,7 +107,7 @@ _RANKED_EDGES = (
     " WHERE r > ?")
 
 
-def cap_edges(tx: Any, per_gene: int, genes: Sequence[int] | None = None, scope: PartyScope = EVERYONE) -> int:
+def cap_edges(tx: DoorTx, per_gene: int, genes: Sequence[int] | None = None, scope: PartyScope = EVERYONE) -> int:
     """Each gene keeps only its strongest edges (an edge goes when it is past the cap of either end).
 
     `genes`: only these can have gained edges (the ones just delivered together), so only their
@@ -139,7 +140,7 @@ def cap_edges(tx: Any, per_gene: int, genes: Sequence[int] | None = None, scope:
     return len(past)
 
 
-def cap_sessions(tx: Any, max_sessions: int, scope: PartyScope = EVERYONE) -> int:
+def cap_sessions(tx: DoorTx, max_sessions: int, scope: PartyScope = EVERYONE) -> int:
     """Only the most recently seen sessions stay."""
     own = scope.values
     return int(tx.execute(f"DELETE FROM sessions WHERE {scope.where}session_id NOT IN (SELECT session_id "
@@ -147,66 +148,74 @@ def cap_sessions(tx: Any, max_sessions: int, scope: PartyScope = EVERYONE) -> in
                           (*own, *own, max_sessions)).rowcount)
 
 
-def cap_buffer(tx: Any, max_rows: int, scope: PartyScope = EVERYONE) -> int:
+def cap_buffer(tx: DoorTx, max_rows: int, scope: PartyScope = EVERYONE) -> int:
     """Only the most recent chat-buffer rows stay (the id is the order of arrival)."""
     own = scope.values
     return int(tx.execute(f"DELETE FROM session_buffer WHERE {scope.where}id <= (SELECT id FROM session_buffer"
                           f"{scope.only} ORDER BY id DESC LIMIT 1 OFFSET ?)", (*own, *own, max_rows)).rowcount)
 
 
-def delete_consolidated(genome: GenomeStore) -> int:
-    """Chat-buffer rows already distilled into session notes: their text lives on in the notes gene."""
-    with genome.transaction(changes_genes=False) as tx:
-        return int(tx.execute("DELETE FROM session_buffer WHERE consolidated = 1").rowcount)
+class RetentionMixin:
+    """The rules above as methods of both genomes; needs `conn`, `transaction`, `party_scope` and `meta_table`."""
 
+    conn: Any
+    transaction: Any
+    party_scope: PartyScope
+    meta_table: str
 
-def prune(genome: GenomeStore, cfg: RetentionSettings, now: float | None = None) -> PruneReport:
-    """Apply every retention rule once, in one transaction (a few indexed deletes: milliseconds)."""
-    started = time.perf_counter()
-    now = time.time() if now is None else now
-    report = PruneReport()
-    ttl_s = cfg.session_ttl_days * 86_400.0
-    scope, meta = genome.party_scope, genome.meta_table
-    with genome.transaction(changes_genes=False) as tx:
-        row = tx.execute(f"SELECT value FROM {meta} WHERE key = ?", (_DECAYED_AT,)).fetchone()
-        last = float(row[0]) if row else now
-        half_life_s = cfg.coactivation_half_life_days * 86_400.0
-        factor = 0.5 ** (max(0.0, now - last) / half_life_s) if half_life_s > 0 else 1.0
-        if factor < 0.999:  # decay in steps worth writing; the time left over carries to the next prune
-            report.coactivation_decayed = tx.execute("UPDATE coactivation SET count = count * ?", (factor,)).rowcount
-            last = now
-        if row is None or last == now:
-            tx.execute(f"INSERT INTO {meta}(key, value) VALUES (?, ?) "
-                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_DECAYED_AT, repr(last)))
-        report.coactivation_deleted += tx.execute("DELETE FROM coactivation WHERE count < ?",
-                                                  (cfg.coactivation_min_weight,)).rowcount
-        report.coactivation_deleted += cap_edges(tx, cfg.coactivation_per_gene, scope=scope)
+    def delete_consolidated(self) -> int:
+        """Chat-buffer rows already distilled into session notes: their text lives on in the notes gene."""
+        with self.transaction(changes_genes=False) as tx:
+            return int(tx.execute("DELETE FROM session_buffer WHERE consolidated = 1").rowcount)
 
-        report.buffer_deleted += tx.execute(
-            "DELETE FROM session_buffer WHERE consolidated = 1 OR at < ?", (now - ttl_s,)).rowcount
-        report.buffer_deleted += cap_buffer(tx, cfg.max_buffer_rows, scope)
-        report.sessions_deleted += tx.execute("DELETE FROM sessions WHERE last_seen < ?", (now - ttl_s,)).rowcount
-        report.sessions_deleted += cap_sessions(tx, cfg.max_sessions, scope)
-    report.seconds = time.perf_counter() - started
-    return report
+    def prune_retention(self, cfg: RetentionSettings, now: float | None = None) -> PruneReport:
+        """Apply every retention rule once, in one transaction (a few indexed deletes: milliseconds)."""
+        started = time.perf_counter()
+        now = time.time() if now is None else now
+        report = PruneReport()
+        ttl_s = cfg.session_ttl_days * 86_400.0
+        scope, meta = self.party_scope, self.meta_table
+        with self.transaction(changes_genes=False) as tx:
+            row = tx.execute(f"SELECT value FROM {meta} WHERE key = ?", (_DECAYED_AT,)).fetchone()
+            last = float(row[0]) if row else now
+            half_life_s = cfg.coactivation_half_life_days * 86_400.0
+            factor = 0.5 ** (max(0.0, now - last) / half_life_s) if half_life_s > 0 else 1.0
+            if factor < 0.999:  # decay in steps worth writing; the time left over carries to the next prune
+                report.coactivation_decayed = tx.execute("UPDATE coactivation SET count = count * ?",
+                                                         (factor,)).rowcount
+                last = now
+            if row is None or last == now:
+                tx.execute(f"INSERT INTO {meta}(key, value) VALUES (?, ?) "
+                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_DECAYED_AT, repr(last)))
+            report.coactivation_deleted += tx.execute("DELETE FROM coactivation WHERE count < ?",
+                                                      (cfg.coactivation_min_weight,)).rowcount
+            report.coactivation_deleted += cap_edges(tx, cfg.coactivation_per_gene, scope=scope)
 
+            report.buffer_deleted += tx.execute(
+                "DELETE FROM session_buffer WHERE consolidated = 1 OR at < ?", (now - ttl_s,)).rowcount
+            report.buffer_deleted += cap_buffer(tx, cfg.max_buffer_rows, scope)
+            report.sessions_deleted += tx.execute("DELETE FROM sessions WHERE last_seen < ?",
+                                                  (now - ttl_s,)).rowcount
+            report.sessions_deleted += cap_sessions(tx, cfg.max_sessions, scope)
+        report.seconds = time.perf_counter() - started
+        return report
 
-def table_rows(genome: GenomeStore) -> dict[str, int]:
-    """Row counts of the tables retention bounds (this party's, on a team genome), and the most edges
-    any one gene has (for tests, benchmarks and `helix stats`)."""
-    conn, scope = genome.conn, genome.party_scope
-    counts: dict[str, int] = {  # fixed table names, no input
-        table: int(conn.execute(f"SELECT COUNT(*) FROM {table}{scope.only}", scope.values).fetchone()[0])
-        for table in ("coactivation", "sessions", "session_buffer")}
-    row = conn.execute(f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM (SELECT a AS g FROM coactivation{scope.only} "
-                       f"UNION ALL SELECT b FROM coactivation{scope.only}) AS ends GROUP BY g) AS per_gene",
-                       (*scope.values, *scope.values)).fetchone()
-    counts["coactivation_per_gene_max"] = int(row[0] or 0)
-    return counts
+    def retention_rows(self) -> dict[str, int]:
+        """Row counts of the tables retention bounds (this party's, on a team genome), and the most edges
+        any one gene has (for tests, benchmarks and `helix stats`)."""
+        conn, scope = self.conn, self.party_scope
+        counts: dict[str, int] = {  # fixed table names, no input
+            table: int(conn.execute(f"SELECT COUNT(*) FROM {table}{scope.only}", scope.values).fetchone()[0])
+            for table in ("coactivation", "sessions", "session_buffer")}
+        row = conn.execute(f"SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM (SELECT a AS g FROM coactivation"
+                           f"{scope.only} UNION ALL SELECT b FROM coactivation{scope.only}) AS ends GROUP BY g) "
+                           "AS per_gene", (*scope.values, *scope.values)).fetchone()
+        counts["coactivation_per_gene_max"] = int(row[0] or 0)
+        return counts
 
 
 class RetentionClock:
-    """Runs `prune` every `prune_every` deliveries and at least every `prune_interval_s`.
+    """Runs `prune_retention` every `prune_every` deliveries and at least every `prune_interval_s`.
 
     Why a counter and a clock: a busy server prunes in proportion to what it writes, an idle one
     still expires old sessions. `tick()` is called on the request path and costs a counter bump;
@@ -237,7 +246,7 @@ class RetentionClock:
         try:
             self._count = 0
             self._last = time.monotonic()
-            report = prune(self.genome, self.cfg)
+            report = self.genome.prune_retention(self.cfg)
             self.runs += 1
             self.last_report = report
             return report

@@ -54,12 +54,30 @@ def _prefix_range(folder: str) -> tuple[str, str]:
     return prefix, prefix + "\U0010ffff"
 
 
+class SoleIndexer:
+    """The claim of a genome that only this backend writes (a SQLite file): always held."""
+
+    held = True
+
+    def __enter__(self) -> SoleIndexer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class SourcesMixin:
     """Needs `conn`, `transaction` and `meta_table` from the genome."""
 
     conn: Any
     transaction: Callable[..., AbstractContextManager[Any]]
     meta_table: str  # the key/value table: `meta` on SQLite, `helix_meta` on PostgreSQL
+
+    def claim_source(self, source: str) -> AbstractContextManager[Any]:
+        """`with genome.claim_source(key) as claim: if claim.held: …index it…`: one indexer per source.
+        A SQLite genome has one writer; the team genome overrides this with an advisory lock (pg/team.py)."""
+        del source
+        return SoleIndexer()
 
     def list_sources(self) -> list[SourceRow]:
         return [_row(r) for r in self.conn.execute(f"SELECT {_COLUMNS} FROM sources ORDER BY path")]

@@ -27,7 +27,8 @@ import numpy as np
 from helix_context.errors import GenomeError
 from helix_context.genome.ann import Hits
 from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
-from helix_context.genome.retention import PartyScope, WriteCaps
+from helix_context.config import RetentionSettings
+from helix_context.genome.retention import PartyScope, PruneReport, WriteCaps
 from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
@@ -122,6 +123,10 @@ class GenomeStore(Protocol):
     def forget_unused_vector_models(self) -> int: ...
 
     # ── sources (sources_sql.SourcesMixin) ──
+    def claim_source(self, source: str) -> AbstractContextManager[Any]:
+        """One indexer per source: the claim's `held` says whether this backend may index it now."""
+        ...
+
     def list_sources(self) -> list[SourceRow]: ...
 
     def get_source(self, path: str) -> SourceRow | None: ...
@@ -178,6 +183,13 @@ class GenomeStore(Protocol):
     def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]: ...
 
     def mark_consolidated(self, ids: Sequence[int]) -> None: ...
+
+    # ── retention (retention.RetentionMixin) ──
+    def prune_retention(self, cfg: RetentionSettings, now: float | None = None) -> PruneReport: ...
+
+    def retention_rows(self) -> dict[str, int]: ...
+
+    def delete_consolidated(self) -> int: ...
 
     # ── the activity record (activity_sql.ActivityMixin; per party on a team genome) ──
     def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None: ...

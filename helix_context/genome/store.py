@@ -25,7 +25,7 @@ from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.projects_sql import ProjectsMixin
-from helix_context.genome.retention import EVERYONE, WriteCaps
+from helix_context.genome.retention import EVERYONE, RetentionMixin, WriteCaps
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
@@ -48,8 +48,8 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(FullTextMixin, LearningMixin, ActivityMixin, MaintenanceMixin, SourcesMixin, ProjectsMixin,
-             VectorModelMixin):
+class Genome(FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+             ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable

@@ -40,18 +40,9 @@ _FILE_UPSERT = ("INSERT INTO files(path, project, size, mtime_ns, content_hash, 
 Stored = dict[str, tuple[int, str | None, float | None]]  # gene_id → (row id, source_path, retired_at)
 
 
-class Cursor(Protocol):
-    rowcount: int
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Any: ...
-
-
 class DoorTx(Protocol):
-    """An open write transaction of either backend, taking `?` placeholders."""
+    """An open write transaction of either backend (sqlite_tx.Tx, pg/store.PgTx), taking `?` placeholders.
+    Its cursors answer fetchone / fetchall / iteration / rowcount on both."""
 
     def execute(self, sql: str, args: Sequence[Any] = ...) -> Any: ...
 
@@ -85,7 +76,9 @@ class DoorDialect(Protocol):
 
     def vector_missing_values(self) -> tuple[Any, ...]: ...
 
-    def lexical(self, tx: Any) -> LexicalWriter: ...
+    def lexical(self, tx: Any) -> LexicalWriter:
+        """The lexical writer of `tx`, this backend's own transaction type."""
+        ...
 
 
 def _marks(n: int) -> str:

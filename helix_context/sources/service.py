@@ -50,6 +50,7 @@ from helix_context.weigh import Packet, PacketItem
 log = logging.getLogger("helix.sources")
 
 _GONE = "does not exist"
+CLAIM_RETRY_S = 5.0  # a folder another backend of the team genome is indexing: asked for again this much later
 
 
 class _Interrupted(Exception):
@@ -466,6 +467,16 @@ class SourcesService:
         row = self.genome.get_source(key)
         if row is None:
             return
+        with self.genome.claim_source(key) as claim:
+            if not claim.held:  # a team genome: another backend indexes this folder now; look again later
+                log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
+                retry = threading.Timer(CLAIM_RETRY_S, self._queue, (key, work))
+                retry.daemon = True
+                retry.start()
+                return
+            self._run_claimed(key, row, work)
+
+    def _run_claimed(self, key: str, row: sources_sql.SourceRow, work: _Work) -> None:
         root = Path(key)
         if not root.is_dir():
             self._vanished(key)

@@ -75,5 +75,5 @@ class PgDialect:
     def vector_missing_values(self) -> tuple[Any, ...]:
         return ()
 
-    def lexical(self, tx: Any) -> PostingsWriter:
+    def lexical(self, tx: Any) -> PostingsWriter:  # pg/store.PgTx (its raw connection runs the COPY)
         return PostingsWriter(tx.conn)

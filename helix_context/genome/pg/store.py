@@ -40,7 +40,7 @@ from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
-from helix_context.genome.retention import PartyScope, WriteCaps
+from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.write_door import WriteDoor
 from helix_context.genome.store import FileRecord, SourceWrite, WriteResult
@@ -111,7 +111,8 @@ class PgTx:
         return cur
 
 
-class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, ActivityMixin, PgMaintenanceMixin):
+class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+               PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
     meta_table = "helix_meta"

@@ -14,7 +14,6 @@ import pytest
 from openai import OpenAI
 
 from helix_context.config import Settings
-from helix_context.genome.retention import table_rows
 from tests.sources.conftest import fast_settings, make_tree, wait_until, write
 
 _spec = importlib.util.spec_from_file_location(
@@ -110,7 +109,7 @@ def test_retention_caps_hold_and_a_chat_buffer_stays_with_its_owner(
     assert "plover" not in _context(alice.client(), "what is the launch code plover")
     assert all(session.startswith("alice") for _, session, _, _ in genome.pending_exchanges())
 
-    rows = table_rows(bob.app.state.helix.genome)
+    rows = bob.app.state.helix.genome.retention_rows()
     assert rows["sessions"] <= 3 and rows["session_buffer"] <= 4, rows
-    rows = table_rows(genome)
+    rows = genome.retention_rows()
     assert 0 < rows["coactivation"] and rows["coactivation_per_gene_max"] <= 2, rows
