@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("vacuum", "rebuild the index file to reclaim space"),
                        ("checkpoint", "fold the write-ahead log into the index file"),
-                       ("check", "SQLite integrity check")):
+                       ("check", "integrity check (SQLite pages; on a team genome, the schema's invariants)")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_maintenance)
     return parser

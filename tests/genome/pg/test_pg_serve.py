@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import psycopg
 import pytest
 from openai import OpenAI
 
@@ -113,3 +114,24 @@ def test_retention_caps_hold_and_a_chat_buffer_stays_with_its_owner(
     assert rows["sessions"] <= 3 and rows["session_buffer"] <= 4, rows
     rows = genome.retention_rows()
     assert 0 < rows["coactivation"] and rows["coactivation_per_gene_max"] <= 2, rows
+
+
+def test_the_cli_checks_a_team_genome_and_says_what_to_do_instead_of_export(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    from helix_context import cli
+
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    monkeypatch.setenv("HELIX_EMBEDDING_ENABLED", "0")
+    root = make_tree(tmp_path / "proj")
+    assert cli.main(["ingest", str(root)]) == 0
+    capsys.readouterr()
+    assert cli.main(["check"]) == 0
+    assert '"ok": true' in capsys.readouterr().out.replace("\n", " ")
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # damage it the way a bug would: an unindexed gene
+        conn.execute("DELETE FROM lex_docs WHERE gene = (SELECT min(id) FROM genes)")
+    assert cli.main(["check"]) == 1
+    assert "1 live genes missing from the lexical index" in capsys.readouterr().out
+    assert cli.main(["export", str(tmp_path / "out.helix")]) == 2
+    err = capsys.readouterr().err
+    assert "helix genome copy --to FILE.db" in err and not (tmp_path / "out.helix").exists()
