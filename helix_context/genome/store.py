@@ -11,10 +11,9 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.retention import EVERYONE, RetentionMixin, WriteCaps
 from helix_context.genome.ann import VectorIndex
@@ -34,7 +34,7 @@ from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.stored_form import StoredForm
 from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
-from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
+from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
 from helix_context.genome.door_sqlite import SqliteDialect
 from helix_context.genome.write_door import WriteDoor
@@ -48,7 +48,7 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
              ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
@@ -250,20 +250,6 @@ class Genome(FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, Mainte
 
     # ── files ──
 
-    def file_record(self, path: str) -> FileRecord | None:
-        row = self.conn.execute(
-            "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files WHERE path = ?", (path,)
-        ).fetchone()
-        return FileRecord(*row) if row else None
-
-    def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
-        sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
-        args: tuple[Any, ...] = ()
-        if under:
-            sql += " WHERE path >= ? AND path < ?"
-            args = (under, under + "\U0010ffff")
-        return {row[0]: FileRecord(*row) for row in self.conn.execute(sql, args)}
-
     def touch_file(self, record: FileRecord) -> None:
         """The file's mtime moved but its bytes did not: remember the new mtime only."""
         with self.transaction() as tx:
@@ -324,43 +310,6 @@ class Genome(FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, Mainte
         return retired
 
     # ── reads ──
-
-    def get_gene(self, gene_id: str) -> Gene | None:
-        row = self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE gene_id = ?", (gene_id,)).fetchone()
-        return row_to_gene(row) if row else None
-
-    def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        out: dict[int, Gene] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            marks = ",".join("?" * len(batch))
-            for row in self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN ({marks})", batch):
-                out[row[0]] = row_to_gene(row)
-        return out
-
-    def genes_for_source(self, path: str) -> list[Gene]:
-        rows = self.conn.execute(
-            f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "
-            "ORDER BY start_line", (path,))
-        return [row_to_gene(r) for r in rows]
-
-    def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
-        where = "" if include_retired else "WHERE retired_at IS NULL"
-        last = 0
-        while True:
-            rows = self.conn.execute(
-                f"SELECT {GENE_COLUMNS} FROM genes {where} {'AND' if where else 'WHERE'} id > ? ORDER BY id LIMIT ?",
-                (last, batch)).fetchall()
-            if not rows:
-                return
-            for row in rows:
-                yield row_to_gene(row)
-            last = rows[-1][0]
-
-    def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self.conn.execute("SELECT embedding FROM genes WHERE id = ? AND vector_model = ?",

@@ -15,7 +15,6 @@ sends NOTIFY helix_genome, which other backends' caches key on (team.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -38,44 +37,20 @@ from helix_context.genome.pg.door import PgDialect
 from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
 from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.write_door import WriteDoor
-from helix_context.genome.store import FileRecord, SourceWrite, WriteResult
-from helix_context.genome.stored_form import StoredForm, unpack_text
-from helix_context.models import Gene, Provenance
+from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
+from helix_context.genome.stored_form import StoredForm
+from helix_context.models import Gene
 
 log = logging.getLogger("helix.genome")
 
 _T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
-_GENE_COLUMNS = (
-    'id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, '
-    'tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, '
-    'source_mtime, source_hash, org, device, "user", agent, tier, access_count'
-)
-_FILE_COLUMNS = "path, project, size, mtime_ns, content_hash, genes, ingested_at"
-
-
-def _row_to_gene(row: Sequence[Any]) -> Gene:
-    (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
-     tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
-     source_hash, org, device, user, agent, tier, access_count) = row
-    return Gene(
-        gene_id=gene_id, content=unpack_text(bytes(content)), content_type=content_type, language=language,
-        source_path=source_path, project=project, start_line=start_line, end_line=end_line, symbol=symbol,
-        tags=tuple(t for t in tags.split("\n") if t), facts=tuple((k, v) for k, v in json.loads(facts or "[]")),
-        provenance=Provenance(source_kind=source_kind, volatility_class=volatility, authority_class=authority,
-                              observed_at=observed_at, last_verified_at=last_verified_at,
-                              source_mtime=source_mtime, source_hash=source_hash),
-        org=org, device=device, user=user, agent=agent, tier=tier, access_count=access_count, rowid=rowid,
-    )
-
-
-def _file(row: Sequence[Any]) -> FileRecord:
-    return FileRecord(str(row[0]), row[1], int(row[2]), int(row[3]), str(row[4]), int(row[5]), float(row[6]))
 
 
 class QmarkConnection:
@@ -111,7 +86,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
@@ -245,18 +220,6 @@ class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, R
 
     # ── files ──
 
-    def file_record(self, path: str) -> FileRecord | None:
-        row = self._raw().execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path = %s", (path,)).fetchone()
-        return _file(row) if row else None
-
-    def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
-        sql = f"SELECT {_FILE_COLUMNS} FROM files"
-        args: tuple[Any, ...] = ()
-        if under:
-            sql += " WHERE path >= %s AND path < %s"
-            args = (under, under + "\U0010ffff")
-        return {str(r[0]): _file(r) for r in self._raw().execute(sql, args)}
-
     def touch_file(self, record: FileRecord) -> None:
         with self.transaction() as tx:
             self._door.touch(tx, record)
@@ -302,37 +265,6 @@ class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, R
 
     # ── reads ──
 
-    def get_gene(self, gene_id: str) -> Gene | None:
-        row = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE gene_id = %s", (gene_id,)).fetchone()
-        return _row_to_gene(row) if row else None
-
-    def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        if not ids:
-            return {}
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id = ANY(%s)", (ids,))
-        return {int(r[0]): _row_to_gene(r) for r in rows}
-
-    def genes_for_source(self, path: str) -> list[Gene]:
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN "
-                                   "(SELECT gene FROM gene_sources WHERE path = %s) ORDER BY start_line", (path,))
-        return [_row_to_gene(r) for r in rows]
-
-    def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
-        live = "" if include_retired else "AND retired_at IS NULL"
-        last = 0
-        while True:
-            rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id > %s {live} ORDER BY id LIMIT %s",
-                                       (last, batch)).fetchall()
-            if not rows:
-                return
-            yield from (_row_to_gene(r) for r in rows)
-            last = int(rows[-1][0])
-
-    def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
-        return [(str(p), int(s), int(e)) for p, s, e in self._raw().execute(
-            "SELECT path, start_line, end_line FROM gene_sources WHERE gene = %s ORDER BY path", (rowid,))]
-
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self._raw().execute("SELECT embedding FROM genes WHERE id = %s", (rowid,)).fetchone()
         return None if row is None or row[0] is None else np.asarray(row[0].to_numpy(), dtype=np.float32)
@@ -343,9 +275,9 @@ class PgGenome(PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, R
             "SELECT gene_id FROM genes WHERE gene_id = ANY(%s) AND embedding IS NOT NULL", (ids,))} if ids else set()
 
     def genes_missing_embeddings(self, limit: int = 1000) -> list[Gene]:
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE embedding IS NULL "
+        rows = self._raw().execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE embedding IS NULL "
                                    "AND retired_at IS NULL ORDER BY id LIMIT %s", (limit,))
-        return [_row_to_gene(r) for r in rows]
+        return [row_to_gene(r) for r in rows]
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:
