@@ -8,7 +8,7 @@ its genes row (the index is contentless: see fulltext.py for what a wrong replay
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,9 @@ import numpy as np
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.vectors import encode_vector
 from helix_context.genome.write_door import DoorTx
+
+
+_INSERT_ROWS = 200  # genes per multi-row INSERT (x 26 values: far below SQLite's 32766 variables)
 
 
 class FtsWriter:
@@ -59,6 +62,19 @@ class SqliteDialect:
 
     def vector_missing_values(self) -> tuple[Any, ...]:
         return (self._model_id(),)
+
+    def member(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+    def insert_genes(self, tx: DoorTx, columns: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[int, str]]:
+        """A few hundred rows per statement: one pass through the GIL each, not one per gene."""
+        out: list[tuple[int, str]] = []
+        for start in range(0, len(rows), _INSERT_ROWS):
+            part = rows[start:start + _INSERT_ROWS]
+            values = ", ".join([f"({', '.join('?' * len(part[0]))})"] * len(part))
+            out.extend(tx.execute(f"INSERT INTO genes({columns}) VALUES {values} ON CONFLICT (gene_id) DO NOTHING "
+                                  "RETURNING id, gene_id", [v for row in part for v in row]).fetchall())
+        return out
 
     def lexical(self, tx: Any) -> FtsWriter:
         return FtsWriter(tx)

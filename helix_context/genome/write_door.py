@@ -27,8 +27,7 @@ from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.stored_form import StoredForm, stored_form
 from helix_context.models import Gene
 
-_LOOKUP_CHUNK = 500  # ids per IN (...) list
-_INSERT_ROWS = 200  # genes per multi-row INSERT (x 26 values: far below SQLite's 32766 variables)
+_LOOKUP_CHUNK = 500  # ids per lookup (SQLite binds each as a variable)
 _GENE_COLUMNS = ("gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, "
                  'tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, '
                  'source_mtime, source_hash, org, device, "user", agent, tier, access_count')
@@ -76,13 +75,17 @@ class DoorDialect(Protocol):
 
     def vector_missing_values(self) -> tuple[Any, ...]: ...
 
+    def member(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """`column` is one of `values` (at most _LOOKUP_CHUNK): the condition and its arguments."""
+        ...
+
+    def insert_genes(self, tx: Any, columns: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[int, str]]:
+        """Insert gene rows (skipping gene ids already stored); (row id, gene id) of those inserted."""
+        ...
+
     def lexical(self, tx: Any) -> LexicalWriter:
         """The lexical writer of `tx`, this backend's own transaction type."""
         ...
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
 
 
 class WriteDoor:
@@ -158,18 +161,16 @@ class WriteDoor:
             tx.executemany(_FILE_UPSERT, files)
         return results
 
-    @staticmethod
-    def _take_sources(tx: DoorTx, paths: Sequence[str]) -> dict[str | None, set[int]]:
+    def _take_sources(self, tx: DoorTx, paths: Sequence[str]) -> dict[str | None, set[int]]:
         """Delete the source and symbol rows of `paths`; path → the genes its source rows named."""
         old: dict[str | None, set[int]] = {}
         unique = list(dict.fromkeys(paths))
         for start in range(0, len(unique), _LOOKUP_CHUNK):
-            part = unique[start:start + _LOOKUP_CHUNK]
-            marks = _marks(len(part))
-            for path, gene in tx.execute(f"DELETE FROM gene_sources WHERE path IN ({marks}) RETURNING path, gene",
-                                         part).fetchall():
+            where, args = self.dialect.member("path", unique[start:start + _LOOKUP_CHUNK])
+            for path, gene in tx.execute(f"DELETE FROM gene_sources WHERE {where} RETURNING path, gene",
+                                         args).fetchall():
                 old.setdefault(str(path), set()).add(int(gene))
-            tx.execute(f"DELETE FROM symbols WHERE path IN ({marks})", part)
+            tx.execute(f"DELETE FROM symbols WHERE {where}", args)
         return old
 
     def _stored(self, tx: DoorTx, gene_ids: Sequence[str]) -> Stored:
@@ -177,9 +178,9 @@ class WriteDoor:
         found: Stored = {}
         unique = list(dict.fromkeys(gene_ids))
         for start in range(0, len(unique), _LOOKUP_CHUNK):
-            part = unique[start:start + _LOOKUP_CHUNK]
-            rows = tx.execute(f"SELECT gene_id, id, source_path, retired_at FROM genes WHERE gene_id IN "
-                              f"({_marks(len(part))}) ORDER BY id{self.dialect.lock_rows}", part).fetchall()
+            where, args = self.dialect.member("gene_id", unique[start:start + _LOOKUP_CHUNK])
+            rows = tx.execute(f"SELECT gene_id, id, source_path, retired_at FROM genes WHERE {where} "
+                              f"ORDER BY id{self.dialect.lock_rows}", args).fetchall()
             found.update((gene_id, (int(rowid), source, retired)) for gene_id, rowid, source, retired in rows)
         return found
 
@@ -210,15 +211,7 @@ class WriteDoor:
                          prov.authority_class, prov.observed_at or now, prov.last_verified_at or now,
                          prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user, gene.agent, gene.tier,
                          gene.access_count, *self.dialect.vector_values(vector)))
-        width = len(rows[0])
-        inserted: dict[str, int] = {}
-        for start in range(0, len(rows), _INSERT_ROWS):
-            part = rows[start:start + _INSERT_ROWS]
-            values = ", ".join([f"({_marks(width)})"] * len(part))
-            for rowid, gene_id in tx.execute(f"INSERT INTO genes({columns}) VALUES {values} "
-                                             "ON CONFLICT (gene_id) DO NOTHING RETURNING id, gene_id",
-                                             [v for row in part for v in row]).fetchall():
-                inserted[str(gene_id)] = int(rowid)
+        inserted = {str(gene_id): int(rowid) for rowid, gene_id in self.dialect.insert_genes(tx, columns, rows)}
         for gene_id, rowid in inserted.items():
             gene = new[gene_id][0]
             lex.index(rowid, gene.content, "\n".join(gene.tags), gene.source_path, forms[gene_id].fts_body)
@@ -270,26 +263,30 @@ class WriteDoor:
         current: dict[int, str | None] = {}
         for start in range(0, len(rowids), _LOOKUP_CHUNK):
             part = rowids[start:start + _LOOKUP_CHUNK]
+            where, args = self.dialect.member("gene", part)
             for gene, path, first, last in tx.execute(
-                    f"SELECT gene, path, start_line, end_line FROM gene_sources WHERE gene IN ({_marks(len(part))}) "
-                    "ORDER BY gene, path, start_line", part).fetchall():
+                    f"SELECT gene, path, start_line, end_line FROM gene_sources WHERE {where} "
+                    "ORDER BY gene, path, start_line", args).fetchall():
                 others.setdefault(int(gene), (str(path), int(first), int(last)))
             held = [r for r in part if r in others]
             if held:
+                where, args = self.dialect.member("id", held)
                 current.update((int(r), p) for r, p in tx.execute(
-                    f"SELECT id, source_path FROM genes WHERE id IN ({_marks(len(held))})", held).fetchall())
+                    f"SELECT id, source_path FROM genes WHERE {where}", args).fetchall())
         gone = [r for r in rowids if r not in others]
         for rowid in gone:
             lex.unindex(rowid)
         for start in range(0, len(gone), _LOOKUP_CHUNK):
             part = gone[start:start + _LOOKUP_CHUNK]
-            marks = _marks(len(part))
+            in_a, args_a = self.dialect.member("a", part)
+            in_b, args_b = self.dialect.member("b", part)
+            where, args = self.dialect.member("id", part)
             if retire_at is None:
-                tx.execute(f"DELETE FROM coactivation WHERE a IN ({marks}) OR b IN ({marks})", [*part, *part])
-                tx.execute(f"DELETE FROM genes WHERE id IN ({marks})", part)
+                tx.execute(f"DELETE FROM coactivation WHERE {in_a} OR {in_b}", [*args_a, *args_b])
+                tx.execute(f"DELETE FROM genes WHERE {where}", args)
             else:
-                tx.execute(f"UPDATE genes SET tier = 'archived', retired_at = ? WHERE id IN ({marks}) "
-                           "AND retired_at IS NULL", [retire_at, *part])
+                tx.execute(f"UPDATE genes SET tier = 'archived', retired_at = ? WHERE {where} "
+                           "AND retired_at IS NULL", [retire_at, *args])
         for rowid, (path, first, last) in others.items():
             if current.get(rowid) in lost[rowid]:  # its primary source was a lost one: hand it over
                 tx.execute("UPDATE genes SET start_line = ?, end_line = ? WHERE id = ?", (first, last, rowid))

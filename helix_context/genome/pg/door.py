@@ -11,6 +11,7 @@ still buffered is dropped from the buffer; one already written has its rows dele
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,24 @@ class PgDialect:
 
     def vector_missing_values(self) -> tuple[Any, ...]:
         return ()
+
+    def member(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """One array argument: the statement's text is the same for any number of values, so psycopg
+        converts it once and the server can keep it prepared (a long IN list is parsed every time)."""
+        return f"{column} = ANY(?)", [list(values)]
+
+    def insert_genes(self, tx: Any, columns: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[int, str]]:
+        """One short statement for all rows, pipelined by psycopg's executemany: one round trip."""
+        marks = ", ".join(["%s"] * len(rows[0]))
+        out: list[tuple[int, str]] = []
+        with tx.conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO genes({columns}) VALUES ({marks}) ON CONFLICT (gene_id) DO NOTHING "
+                            "RETURNING id, gene_id", rows, returning=True)
+            while True:
+                out.extend((int(r[0]), str(r[1])) for r in cur.fetchall())
+                if not cur.nextset():
+                    break
+        return out
 
     def lexical(self, tx: Any) -> PostingsWriter:  # pg/store.PgTx (its raw connection runs the COPY)
         return PostingsWriter(tx.conn)
