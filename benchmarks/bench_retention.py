@@ -39,7 +39,6 @@ ROOT = Path(__file__).absolute().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 
-from helix_context.genome.retention import table_rows  # noqa: E402 - imported after the sys.path line above that makes it importable
 from helix_context.genome.store import Genome  # noqa: E402 - imported after the sys.path line above that makes it importable
 from upstream_stub import UpstreamStub  # noqa: E402 - imported after the sys.path line above that makes it importable
 
@@ -80,7 +79,7 @@ class PeakSampler:
         genome = Genome(self.path, readonly=True)
         try:
             while not self._stop.is_set():
-                for key, value in table_rows(genome).items():
+                for key, value in genome.retention_rows().items():
                     self.peaks[key] = max(self.peaks.get(key, 0), value)
                 self.samples += 1
                 self._stop.wait(self.every_s)
@@ -129,7 +128,7 @@ def run(label: str, retention: dict[str, str], args: argparse.Namespace, upstrea
                                  "messages": [{"role": "user", "content": f"what about {rng.choice(WORDS)}? " * 20}]})
                 if n % step == 0:
                     genome = Genome(home / "genome.db", readonly=True)
-                    rows = table_rows(genome)
+                    rows = genome.retention_rows()
                     genome.close()
                     samples.append({"calls": n, "rss": server.memory_info().rss, **rows})
                     print(f"  {label:9} {n:>6} calls  rss {samples[-1]['rss'] / 2**20:6.1f} MiB  "

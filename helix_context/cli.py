@@ -277,8 +277,15 @@ def cmd_sources(args: argparse.Namespace) -> int:
 def _portable(args: argparse.Namespace, action: Any) -> int:
     from helix_context.portable import format_summary
 
+    from helix_context.genome.store import Genome
+
     helix = _manager(args)
     try:
+        if not isinstance(helix.genome, Genome):  # the file format is a SQLite snapshot (portable/)
+            print("export and import work on a SQLite genome; for a team genome, copy it to a file first "
+                  "(helix genome copy --to FILE.db), export that, and copy an imported file back with "
+                  "helix genome copy --to postgresql://…", file=sys.stderr)
+            return 2
         summary = action(helix.genome)
     finally:
         helix.close()
@@ -442,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("vacuum", "rebuild the index file to reclaim space"),
                        ("checkpoint", "fold the write-ahead log into the index file"),
-                       ("check", "SQLite integrity check")):
+                       ("check", "integrity check (SQLite pages; on a team genome, the schema's invariants)")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=cmd_maintenance)
     return parser

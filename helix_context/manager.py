@@ -26,11 +26,11 @@ from helix_context.collaborators import EmbedderPart, ManagerTelemetry, PacketAn
 from helix_context.config import Settings, load_config
 from helix_context.answer.assemble import ContextWindow, assemble
 from helix_context.answer.packet import build_context_packet
-from helix_context.genome import activity_sql
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock, WriteCaps
 from helix_context.errors import GenomeError, InvalidRequest
 from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.llm.profiles import profile
 from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
@@ -94,14 +94,15 @@ def _check_group_by(group_by: str) -> None:
         raise InvalidRequest(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
 
 
-def open_genome(settings: Settings) -> Genome:
+def open_genome(settings: Settings) -> GenomeStore:
     """The genome at settings.genome_path, opened the way the manager opens it by default; with
     [genome] url (HELIX_GENOME_URL) set, the team genome on PostgreSQL (genome/pg/open.py)."""
     if settings.genome.url:
         from helix_context.genome.pg.open import open_team_genome  # psycopg only when asked for
 
         who = settings.attribution
-        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
+        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}",
+                                caps=WriteCaps.of(settings.retention))
     return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms,
                   mmap_bytes=settings.genome.mmap_mb * 2**20, caps=WriteCaps.of(settings.retention))
 
@@ -114,7 +115,7 @@ class HelixContextManager:
     embedder: where the dense embedder comes from (None: the model from [embedding], loaded on first use).
     """
 
-    def __init__(self, settings: Settings | None = None, *, genome: Genome | None = None,
+    def __init__(self, settings: Settings | None = None, *, genome: GenomeStore | None = None,
                  telemetry: ManagerTelemetry | None = None, sources: PacketAnnotator | None = None,
                  embedder: EmbedderPart | None = None) -> None:
         self.settings = settings or load_config()
@@ -314,13 +315,13 @@ class HelixContextManager:
     def _log_activity(self, kind: str, summary: str, counts: dict[str, Any]) -> None:
         """One row in the genome's activity record, so the dashboard sees work done by any process."""
         try:
-            activity_sql.log_event(self.genome, kind, self.actor, summary, counts)
+            self.genome.log_activity(kind, self.actor, summary, counts)
         except GenomeError as exc:  # a read-only or busy genome: the answer matters more than the record
             log.warning("could not record %s activity: %s", kind, exc)
 
     def activity(self, limit: int = 20) -> dict[str, Any]:
         """Recent activity of every process on this genome (see genome/activity_sql.py)."""
-        return activity_sql.read(self.genome, limit)
+        return self.genome.read_activity(limit)
 
     # ── retrieval, context, packets ──
 

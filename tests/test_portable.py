@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helix_context import portable
-from helix_context.genome import portable_sql, sources_sql
+from helix_context.genome import portable_sql
 from helix_context.genome.store import FileRecord, Genome
 from helix_context.models import Gene, Provenance
 
@@ -140,7 +140,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 
 def test_reimport_into_the_same_genome_changes_nothing(tmp_path: Path) -> None:
     g = build_rich_genome(tmp_path / "a.db")
-    sources_sql.add_source(g, str(tree(tmp_path / "a.db")), None, 1.0)  # its folder is a source here
+    g.add_source(str(tree(tmp_path / "a.db")), None, 1.0)  # its folder is a source here
     portable.export_genome(g, tmp_path / "x.hxg")
     generation = g.generation()
     for strategy in ("skip_existing", "newest"):
@@ -393,7 +393,7 @@ def test_a_path_that_leaves_its_root_through_a_symlink_is_refused(tmp_path: Path
     src = Genome(tmp_path / "src.db")
     src.replace_source(rec(inside), inside, [(gene("def ok():\n    pass\n", inside), None)])
     src.replace_source(rec(escaped), escaped, [(gene("def escaped():\n    pass\n", escaped), None)])
-    sources_sql.add_source(src, str(root), None, 1.0)
+    src.add_source(str(root), None, 1.0)
     portable.export_genome(src, tmp_path / "x.hxg")
     dst = Genome(tmp_path / "dst.db")
     result = portable.import_genome(dst, tmp_path / "x.hxg", remap={"src": str(root)})

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from helix_context.config import Settings, load_config
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.models import Pointer, QuerySignals
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, rank_files
 from helix_context.retrieve.retriever import EmbedderSource, Retriever
@@ -22,7 +22,7 @@ from helix_context.weigh.overlay import mark_items, overlay_shared
 from helix_context.weigh.relevance import idf_weights, query_words
 
 
-def build_context_packet(query: str, task_type: str = "edit", genome: Genome | None = None, *,
+def build_context_packet(query: str, task_type: str = "edit", genome: GenomeStore | None = None, *,
                          settings: Settings | None = None, project: str | Sequence[str] | Scope | None = None,
                          party: str | None = None,
                          max_genes: int | None = None, retriever: Retriever | None = None,
@@ -93,7 +93,7 @@ def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str 
                                stale_risk=tuple(map(narrow, packet.stale_risk)), files=files)
 
 
-def get_refresh_targets(query: str, genome: Genome | None = None, *, task_type: str = "edit",
+def get_refresh_targets(query: str, genome: GenomeStore | None = None, *, task_type: str = "edit",
                         **kwargs: Any) -> list[RefreshTarget]:
     """Only the refresh plan: what an agent should re-read or re-ingest before trusting the answer."""
     return list(build_context_packet(query, task_type, genome, **kwargs).refresh_targets)

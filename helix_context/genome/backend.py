@@ -8,7 +8,7 @@ path is untouched (a sqlite3.Connection never matches this Protocol).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -22,10 +22,6 @@ class LexicalCounts(Protocol):
         """Stemmed term → genes holding it; terms no gene holds are left out."""
         ...
 
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        """Genes whose full-text row holds the one-term expression `expr`, at most `limit`."""
-        ...
-
     def prefetch(self, words: Iterable[str]) -> None:
         """Read these words' counts together (one round trip) before they are asked for one by one."""
         ...
@@ -37,17 +33,6 @@ class CodeRows(Protocol):
     a gene's content type never changes, so what was read once is kept)."""
 
     def code_rowids(self, rowids: Sequence[int]) -> set[int]:
-        ...
-
-
-@runtime_checkable
-class ActivityLog(Protocol):
-    """A genome that keeps the activity record itself (the PostgreSQL one: per party, see pg/schema.py)."""
-
-    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
-        ...
-
-    def read_activity(self, limit: int) -> dict[str, Any]:
         ...
 
 

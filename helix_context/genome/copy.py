@@ -18,13 +18,14 @@ import numpy as np
 
 from helix_context.errors import GenomeError
 from helix_context.genome import symbols_sql
-from helix_context.genome.store import FileRecord, Genome, SourceWrite
+from helix_context.genome.records import FileRecord, SourceWrite
+from helix_context.genome.storage import GenomeStore
 from helix_context.models import Gene, Symbol
 
 FILES_PER_BATCH = 32
 
 
-def _file_genes(src: Genome, path: str) -> list[tuple[Gene, np.ndarray | None]]:
+def _file_genes(src: GenomeStore, path: str) -> list[tuple[Gene, np.ndarray | None]]:
     """The file's genes with their spans *in this file* and the symbols that start in them."""
     symbols: dict[int, list[Symbol]] = {}
     for row in symbols_sql.symbols_of_path(src.conn, path):
@@ -42,7 +43,7 @@ def _file_genes(src: Genome, path: str) -> list[tuple[Gene, np.ndarray | None]]:
     return out
 
 
-def copy_genome(src: Genome, dst: Genome, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def copy_genome(src: GenomeStore, dst: GenomeStore, *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Copy every indexed file of `src` into the empty genome `dst`; returns counts for people."""
     if dst.file_records():
         raise GenomeError(f"the target genome {dst.path} already holds files: copy into an empty one "

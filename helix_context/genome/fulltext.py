@@ -109,6 +109,16 @@ class FullTextMixin:
             return []
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def term_rowids(self, term: str, limit: int) -> list[int]:
+        """Rowids of the genes whose full-text row holds `term` (at most `limit`): a project's document count
+        of a word is the size of this list's overlap with the project's genes."""
+        try:
+            rows = self.conn.execute("SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?",
+                                     (fts_text.quote_term(term), limit)).fetchall()
+        except sqlite3.Error:  # a malformed or damaged index answers "no evidence", never an error
+            return []
+        return [int(r[0]) for r in rows]
+
     def full_text_damaged(self) -> bool:
         """Whether the index is marked for a rebuild at the next open (`helix check` reports it)."""
         return self._fts_mark(self.conn) == DAMAGED

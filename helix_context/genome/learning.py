@@ -1,7 +1,10 @@
 """What the genome learns from use: co-activation links between genes delivered together, and sessions.
 
-A mixin of `Genome` (store.py): these writes are bookkeeping (`changes_genes=False`),
-so a chat never invalidates the caches that depend on the genes themselves.
+A mixin of both genomes (store.py, pg/store.py): these writes are bookkeeping
+(`changes_genes=False`), so a chat never invalidates the caches that depend on the genes
+themselves. On the team genome every row carries its party (user@device) and every statement
+here is narrowed to the backend's own (`party_scope`): nobody reads another's sessions, chat
+buffer or co-activation.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from helix_context.genome.retention import WriteCaps, cap_buffer, cap_edges, cap_sessions
+from helix_context.genome.retention import PartyScope, WriteCaps, cap_buffer, cap_edges, cap_sessions
 from helix_context.models import Gene
 
 
@@ -23,6 +26,7 @@ class LearningMixin:
     conn: Any
     transaction: Any
     caps: WriteCaps
+    party_scope: PartyScope
     get_gene: Callable[[str], Gene | None]  # Genome's, declared here for the type checker
     genes_by_rowid: Callable[[Iterable[int]], dict[int, Gene]]
 
@@ -32,13 +36,14 @@ class LearningMixin:
         if not seeds:
             return {}
         marks = ",".join("?" * len(seeds))
+        scope = self.party_scope
         rows = self.conn.execute(
-            f"SELECT b, SUM(count) FROM coactivation WHERE a IN ({marks}) GROUP BY b "
-            f"UNION ALL SELECT a, SUM(count) FROM coactivation WHERE b IN ({marks}) GROUP BY a",
-            (*seeds, *seeds)).fetchall()
+            f"SELECT b, SUM(count) FROM coactivation WHERE {scope.where}a IN ({marks}) GROUP BY b "
+            f"UNION ALL SELECT a, SUM(count) FROM coactivation WHERE {scope.where}b IN ({marks}) GROUP BY a",
+            (*scope.values, *seeds, *scope.values, *seeds)).fetchall()
         scores: dict[int, float] = {}
         for rowid, count in rows:
-            scores[rowid] = scores.get(rowid, 0.0) + float(count)
+            scores[int(rowid)] = scores.get(int(rowid), 0.0) + float(count)
         for seed in seeds:
             scores.pop(seed, None)
         return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
@@ -49,20 +54,24 @@ class LearningMixin:
         if not ids:
             return
         now = time.time()
-        pairs = [(a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        scope = self.party_scope
+        pairs = [(*scope.values, a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
         with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
-                           "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ?",
-                           [(now, r) for r in ids])
+            marks = ",".join("?" * len(ids))
+            tx.execute(f"UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
+                       f"tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id IN ({marks})", (now, *ids))
             tx.executemany(
-                "INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, 1, ?) "
-                "ON CONFLICT(a, b) DO UPDATE SET count = count + 1, last_at = excluded.last_at", pairs)
-            cap_edges(tx, self.caps.coactivation_per_gene, ids)
+                f"INSERT INTO coactivation({scope.column}a, b, count, last_at) VALUES ({scope.mark}?, ?, 1, ?) "
+                f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
+                "last_at = excluded.last_at", pairs)
+            cap_edges(tx, self.caps.coactivation_per_gene, ids, self.party_scope)
 
     def coactivation_links(self) -> list[tuple[str, str, int, float]]:
+        scope = self.party_scope
         return [tuple(r) for r in self.conn.execute(
             "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
-            "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b")]
+            f"JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b{scope.only.replace('party', 'c.party')}",
+            scope.values)]
 
     def neighbors(self, gene_id: str, limit: int = 10) -> list[tuple[Gene, float]]:
         gene = self.get_gene(gene_id)
@@ -76,34 +85,42 @@ class LearningMixin:
 
     def touch_session(self, session_id: str, agent: str, genes_delivered: int) -> None:
         now = time.time()
+        scope = self.party_scope
         with self.transaction(changes_genes=False) as tx:
             tx.execute(
-                "INSERT INTO sessions(session_id, agent, first_seen, last_seen, requests, genes_delivered) "
-                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(session_id) DO UPDATE SET last_seen = excluded.last_seen, "
-                "requests = requests + 1, genes_delivered = genes_delivered + excluded.genes_delivered, "
-                "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE agent END",
-                (session_id, agent, now, now, genes_delivered))
-            cap_sessions(tx, self.caps.max_sessions)
+                f"INSERT INTO sessions({scope.column}session_id, agent, first_seen, last_seen, requests, "
+                f"genes_delivered) VALUES ({scope.mark}?, ?, ?, ?, 1, ?) ON CONFLICT({scope.column}session_id) "
+                "DO UPDATE SET last_seen = excluded.last_seen, requests = sessions.requests + 1, "
+                "genes_delivered = sessions.genes_delivered + excluded.genes_delivered, "
+                "agent = CASE WHEN excluded.agent != '' THEN excluded.agent ELSE sessions.agent END",
+                (*scope.values, session_id, agent, now, now, genes_delivered))
+            cap_sessions(tx, self.caps.max_sessions, scope)
 
     def buffer_exchange(self, session_id: str, messages: Sequence[tuple[str, str]]) -> None:
         now = time.time()
+        scope = self.party_scope
         with self.transaction(changes_genes=False) as tx:
-            tx.executemany("INSERT INTO session_buffer(session_id, role, content, at) VALUES (?, ?, ?, ?)",
-                           [(session_id, role, content, now) for role, content in messages])
-            cap_buffer(tx, self.caps.max_buffer_rows)
+            tx.executemany(f"INSERT INTO session_buffer({scope.column}session_id, role, content, at) "
+                           f"VALUES ({scope.mark}?, ?, ?, ?)",
+                           [(*scope.values, session_id, role, content, now) for role, content in messages])
+            cap_buffer(tx, self.caps.max_buffer_rows, scope)
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        scope = self.party_scope
         rows = self.conn.execute(
-            "SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions "
-            "ORDER BY last_seen DESC LIMIT ?", (limit,))
+            f"SELECT session_id, agent, first_seen, last_seen, requests, genes_delivered FROM sessions{scope.only} "
+            "ORDER BY last_seen DESC LIMIT ?", (*scope.values, limit))
         keys = ("session_id", "agent", "first_seen", "last_seen", "requests", "genes_delivered")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def pending_exchanges(self, limit: int = 500) -> list[tuple[int, str, str, str]]:
+        scope = self.party_scope
         return [tuple(r) for r in self.conn.execute(
-            "SELECT id, session_id, role, content FROM session_buffer WHERE consolidated = 0 ORDER BY id LIMIT ?",
-            (limit,))]
+            f"SELECT id, session_id, role, content FROM session_buffer WHERE {scope.where}consolidated = 0 "
+            "ORDER BY id LIMIT ?", (*scope.values, limit))]
 
     def mark_consolidated(self, ids: Sequence[int]) -> None:
+        scope = self.party_scope
         with self.transaction(changes_genes=False) as tx:
-            tx.executemany("UPDATE session_buffer SET consolidated = 1 WHERE id = ?", [(i,) for i in ids])
+            tx.executemany(f"UPDATE session_buffer SET consolidated = 1 WHERE {scope.where}id = ?",
+                           [(*scope.values, i) for i in ids])

@@ -14,18 +14,11 @@ from helix_context.genome.scan import scan_connection
 from helix_context.genome.schema import SCHEMA_VERSION
 
 
-class MaintenanceMixin:
-    """Needs `conn`, `path`, `transaction`, `generation`, `_write_lock` from Genome."""
+class GeneUpkeepMixin:
+    """Upkeep of both genomes (SQL both engines take, `?` marks); needs `conn` and `transaction`."""
 
     conn: Any
-    path: Any
     transaction: Any
-    _write_lock: Any
-    vector_model: str
-    vector_model_id: int
-    generation: Callable[[], int]  # Genome's, declared here for the type checker
-
-    # ── maintenance ──
 
     def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
         with self.transaction() as tx:
@@ -39,10 +32,22 @@ class MaintenanceMixin:
         with self.transaction(changes_genes=False) as tx:
             return int(tx.execute(
                 "UPDATE genes SET tier = 'aging' WHERE tier = 'open' AND retired_at IS NULL "
-                "AND MAX(last_verified_at, COALESCE(last_access_at, 0)) < ?", (older_than,)).rowcount)
+                "AND last_verified_at < ? AND COALESCE(last_access_at, 0) < ?", (older_than, older_than)).rowcount)
 
     def source_paths(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
+        return [str(r[0]) for r in self.conn.execute("SELECT path FROM files ORDER BY path")]
+
+
+class MaintenanceMixin(GeneUpkeepMixin):
+    """Needs `conn`, `path`, `transaction`, `generation`, `_write_lock` from Genome."""
+
+    path: Any
+    _write_lock: Any
+    vector_model: str
+    vector_model_id: int
+    generation: Callable[[], int]  # Genome's, declared here for the type checker
+
+    # ── maintenance ──
 
     def checkpoint(self) -> dict[str, int]:
         busy, log_frames, checkpointed = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -72,25 +77,10 @@ class MaintenanceMixin:
 
     def _stats(self, c: sqlite3.Connection) -> dict[str, Any]:
         live = "retired_at IS NULL"
-        total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
-
-        def by(col: str, where: str = live) -> dict[str, int]:
-            return {k: n for k, n in c.execute(
-                f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
-
-        files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
         return {
-            "total_genes": total[0],
-            "raw_bytes": int(files[1]) if files[1] else int(total[1]),
-            "stored_content_bytes": int(total[1]),  # zlib-compressed
+            **common_stats(c),
             "db_bytes": self.db_bytes(),
             "wal_bytes": self.wal_bytes(),
-            "files": files[0],
-            "genes_by_tier": by("tier", "1=1"),
-            "genes_by_source_kind": by("source_kind"),
-            "genes_by_content_type": by("content_type"),
-            "genes_by_project": by("project"),
-            "retired_genes": c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0],
             "with_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL "
                                          "AND vector_model = ?", (self.vector_model_id,)).fetchone()[0],
             "stale_embeddings": c.execute(f"SELECT COUNT(*) FROM genes WHERE {live} AND embedding IS NOT NULL "
@@ -100,3 +90,26 @@ class MaintenanceMixin:
             "schema_version": SCHEMA_VERSION,
             "generation": self.generation(),
         }
+
+
+def common_stats(c: Any) -> dict[str, Any]:
+    """What `helix stats`, /stats and the dashboard show of any genome (SQL both engines take, `?` marks)."""
+    live = "retired_at IS NULL"
+    total = c.execute(f"SELECT COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM genes WHERE {live}").fetchone()
+
+    def by(col: str, where: str = live) -> dict[str, int]:
+        return {str(k): int(n) for k, n in c.execute(
+            f"SELECT COALESCE({col}, '-'), COUNT(*) FROM genes WHERE {where} GROUP BY 1 ORDER BY 2 DESC")}
+
+    files = c.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM files").fetchone()
+    return {
+        "total_genes": int(total[0]),
+        "raw_bytes": int(files[1]) if files[1] else int(total[1]),
+        "stored_content_bytes": int(total[1]),  # zlib-compressed
+        "files": int(files[0]),
+        "genes_by_tier": by("tier", "1=1"),
+        "genes_by_source_kind": by("source_kind"),
+        "genes_by_content_type": by("content_type"),
+        "genes_by_project": by("project"),
+        "retired_genes": int(c.execute("SELECT COUNT(*) FROM genes WHERE retired_at IS NOT NULL").fetchone()[0]),
+    }

@@ -56,7 +56,7 @@ class SourceWrite:
 GENE_COLUMNS = (
     "id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, "
     "tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
-    "source_mtime, source_hash, org, device, user, agent, tier, access_count"
+    'source_mtime, source_hash, org, device, "user", agent, tier, access_count'  # "user" is reserved in PostgreSQL
 )
 
 

@@ -1,5 +1,7 @@
 """The sources table: folders the user chose to keep indexed (SQL only; the logic is in helix_context/sources/).
 
+A mixin of both genomes (store.py, pg/store.py): its statements are in the SQL both engines
+take, with `?` placeholders, so the sources service runs unchanged on a team genome.
 Bookkeeping writes use `transaction(changes_genes=False)`: adding a folder to
 the list must not throw away the retriever's caches; the genes themselves are
 written by the ingest, which bumps the generation as usual.
@@ -9,10 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from helix_context.genome.store import Genome
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 PAUSED_KEY = "sources_paused"
 
@@ -46,80 +47,104 @@ def _row(values: tuple[Any, ...]) -> SourceRow:
                      pending)
 
 
-def list_sources(genome: Genome) -> list[SourceRow]:
-    return [_row(r) for r in genome.conn.execute(f"SELECT {_COLUMNS} FROM sources ORDER BY path")]
-
-
-def get_source(genome: Genome, path: str) -> SourceRow | None:
-    row = genome.conn.execute(f"SELECT {_COLUMNS} FROM sources WHERE path = ?", (path,)).fetchone()
-    return _row(row) if row else None
-
-
-def add_source(genome: Genome, path: str, project: str | None, now: float, *, pending: str | None = None) -> SourceRow:
-    """Insert the folder, or bring back a row marked for removal; an existing row keeps its numbers."""
-    with genome.transaction(changes_genes=False) as tx:
-        tx.execute("INSERT INTO sources(path, project, added_at, state, pending) VALUES (?, ?, ?, 'new', ?) "
-                   "ON CONFLICT(path) DO UPDATE SET project = COALESCE(excluded.project, project), "
-                   "pending = excluded.pending, state = CASE WHEN state = 'removing' THEN 'new' ELSE state END",
-                   (path, project, now, pending))
-    row = get_source(genome, path)
-    assert row is not None
-    return row
-
-
-def delete_source(genome: Genome, path: str) -> bool:
-    with genome.transaction(changes_genes=False) as tx:
-        return tx.execute("DELETE FROM sources WHERE path = ?", (path,)).rowcount > 0
-
-
-def set_pending(genome: Genome, path: str, pending: str | None) -> None:
-    with genome.transaction(changes_genes=False) as tx:
-        tx.execute("UPDATE sources SET pending = ? WHERE path = ?", (pending, path))
-
-
-def set_state(genome: Genome, path: str, state: str, *, last_error: str | None = None) -> None:
-    with genome.transaction(changes_genes=False) as tx:
-        tx.execute("UPDATE sources SET state = ?, last_error = ? WHERE path = ?", (state, last_error, path))
-
-
-def record_index(genome: Genome, path: str, *, at: float, skipped: list[dict[str, str]], skipped_total: int,
-                 last_error: str | None, state: str, max_skipped: int) -> None:
-    """After an indexing pass: the folder's file and gene counts, its skipped files (bounded), its error."""
-    files, genes = counts_under(genome, path)
-    kept = json.dumps(skipped[:max_skipped])
-    with genome.transaction(changes_genes=False) as tx:
-        tx.execute("UPDATE sources SET last_indexed = ?, files = ?, genes = ?, skipped = ?, skipped_total = ?, "
-                   "last_error = ?, state = ? WHERE path = ?",
-                   (at, files, genes, kept, skipped_total, last_error, state, path))
-
-
-def counts_under(genome: Genome, folder: str) -> tuple[int, int]:
-    """Files and genes the files table holds under `folder` (a range scan of its primary key)."""
+def _prefix_range(folder: str) -> tuple[str, str]:
     low = folder.rstrip("/\\")
     sep = "\\" if "\\" in low and "/" not in low else "/"
     prefix = low + sep
-    row = genome.conn.execute("SELECT COUNT(*), COALESCE(SUM(genes), 0) FROM files WHERE path >= ? AND path < ?",
-                              (prefix, prefix + "\U0010ffff")).fetchone()
-    return int(row[0]), int(row[1])
+    return prefix, prefix + "\U0010ffff"
 
 
-def paths_under(genome: Genome, folder: str) -> list[str]:
-    """Indexed file paths under `folder` (a folder that vanished: its files retire one by one)."""
-    low = folder.rstrip("/\\")
-    sep = "\\" if "\\" in low and "/" not in low else "/"
-    prefix = low + sep
-    return [r[0] for r in genome.conn.execute("SELECT path FROM files WHERE path >= ? AND path < ?",
-                                              (prefix, prefix + "\U0010ffff"))]
+class SoleIndexer:
+    """The claim of a genome that only this backend writes (a SQLite file): always held."""
+
+    held = True
+
+    def __enter__(self) -> SoleIndexer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
-def paused(genome: Genome) -> bool:
-    row = genome.conn.execute("SELECT value FROM meta WHERE key = ?", (PAUSED_KEY,)).fetchone()
-    return bool(row and row[0] == "1")
+class SourcesMixin:
+    """Needs `conn`, `transaction` and `meta_table` from the genome."""
 
+    conn: Any
+    transaction: Callable[..., AbstractContextManager[Any]]
+    meta_table: str  # the key/value table: `meta` on SQLite, `helix_meta` on PostgreSQL
 
-def set_paused(genome: Genome, value: bool) -> None:
-    with genome.transaction(changes_genes=False) as tx:
-        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (PAUSED_KEY, "1" if value else "0"))
+    def claim_source(self, source: str) -> AbstractContextManager[Any]:
+        """`with genome.claim_source(key) as claim: if claim.held: …index it…`: one indexer per source.
+        A SQLite genome has one writer; the team genome overrides this with an advisory lock (pg/team.py)."""
+        del source
+        return SoleIndexer()
+
+    def list_sources(self) -> list[SourceRow]:
+        return [_row(r) for r in self.conn.execute(f"SELECT {_COLUMNS} FROM sources ORDER BY path")]
+
+    def get_source(self, path: str) -> SourceRow | None:
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM sources WHERE path = ?", (path,)).fetchone()
+        return _row(row) if row else None
+
+    def add_source(self, path: str, project: str | None, now: float, *, pending: str | None = None) -> SourceRow:
+        """Insert the folder, or bring back a row marked for removal; an existing row keeps its numbers."""
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute("INSERT INTO sources(path, project, added_at, state, pending) VALUES (?, ?, ?, 'new', ?) "
+                       "ON CONFLICT (path) DO UPDATE SET project = COALESCE(excluded.project, sources.project), "
+                       "pending = excluded.pending, "
+                       "state = CASE WHEN sources.state = 'removing' THEN 'new' ELSE sources.state END",
+                       (path, project, now, pending))
+        row = self.get_source(path)
+        assert row is not None
+        return row
+
+    def delete_source(self, path: str) -> bool:
+        with self.transaction(changes_genes=False) as tx:
+            return bool(tx.execute("DELETE FROM sources WHERE path = ?", (path,)).rowcount > 0)
+
+    def set_source_pending(self, path: str, pending: str | None) -> None:
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute("UPDATE sources SET pending = ? WHERE path = ?", (pending, path))
+
+    def set_source_state(self, path: str, state: str, *, last_error: str | None = None) -> None:
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute("UPDATE sources SET state = ?, last_error = ? WHERE path = ?", (state, last_error, path))
+
+    def record_source_index(self, path: str, *, at: float, skipped: list[dict[str, str]], skipped_total: int,
+                            last_error: str | None, state: str, max_skipped: int) -> None:
+        """After an indexing pass: the folder's file and gene counts, its skipped files (bounded), its error."""
+        files, genes = self.counts_under(path)
+        kept = json.dumps(skipped[:max_skipped])
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute("UPDATE sources SET last_indexed = ?, files = ?, genes = ?, skipped = ?, skipped_total = ?, "
+                       "last_error = ?, state = ? WHERE path = ?",
+                       (at, files, genes, kept, skipped_total, last_error, state, path))
+
+    def counts_under(self, folder: str) -> tuple[int, int]:
+        """Files and genes the files table holds under `folder` (a range scan of its primary key)."""
+        row = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(genes), 0) FROM files WHERE path >= ? AND path < ?",
+                                _prefix_range(folder)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def paths_under(self, folder: str) -> list[str]:
+        """Indexed file paths under `folder` (a folder that vanished: its files retire one by one)."""
+        return [str(r[0]) for r in self.conn.execute("SELECT path FROM files WHERE path >= ? AND path < ?",
+                                                     _prefix_range(folder))]
+
+    def meta_value(self, key: str) -> str | None:
+        row = self.conn.execute(f"SELECT value FROM {self.meta_table} WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta_value(self, key: str, value: str) -> None:
+        with self.transaction(changes_genes=False) as tx:
+            tx.execute(f"INSERT INTO {self.meta_table}(key, value) VALUES (?, ?) "
+                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def sources_paused(self) -> bool:
+        return self.meta_value(PAUSED_KEY) == "1"
+
+    def set_sources_paused(self, value: bool) -> None:
+        self.set_meta_value(PAUSED_KEY, "1" if value else "0")
 
 
 def as_dict(row: SourceRow) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from helix_context.errors import GenomeError
 class Tx:
     conn: sqlite3.Connection
 
-    def execute(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, args)
 
     def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:

@@ -7,15 +7,13 @@ old or the new genes of a file, never a mix; readers run concurrently (WAL).
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -23,17 +21,23 @@ from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import symbols_sql
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
-from helix_context.genome.retention import WriteCaps
+from helix_context.genome.reads import GeneReadsMixin
+from helix_context.genome.projects_sql import ProjectsMixin
+from helix_context.genome.retention import EVERYONE, RetentionMixin, WriteCaps
 from helix_context.genome.ann import VectorIndex
 from helix_context.genome.fulltext import FullTextMixin
 from helix_context.genome.maintenance import MaintenanceMixin
 from helix_context.genome.scan import scan_connection
-from helix_context.genome.stored_form import StoredForm, stored_form
+from helix_context.genome.sources_sql import SourcesMixin
+from helix_context.genome.stored_form import StoredForm
 from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL, VectorModelMixin
 from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
-from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
+from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
+from helix_context.genome.door_sqlite import SqliteDialect
+from helix_context.genome.write_door import WriteDoor
 from helix_context.models import Gene
 
 log = logging.getLogger("helix.genome")
@@ -44,13 +48,17 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
+class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+             ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
     Each thread gets its own connection (sqlite3 connections are not shareable
     across threads); in-process writers are serialised by a lock and other
     processes by SQLite's busy timeout.
     """
+
+    meta_table = "meta"
+    party_scope = EVERYONE  # one user's file: every bookkeeping row is its own (retention.PartyScope)
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000, readonly: bool = False,
                  mmap_bytes: int = MMAP_BYTES, caps: WriteCaps | None = None) -> None:
@@ -72,6 +80,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         self._vector_model: tuple[str, int] = (DEFAULT_VECTOR_MODEL, 1)
         self.disk_full = False  # opened read-only because its disk had no space left (reads still served)
         self._immutable = False
+        self._door = WriteDoor(SqliteDialect(lambda: self.vector_model_id))
         try:
             self._open_and_migrate()
         except GenomeError:
@@ -241,28 +250,12 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
 
     # ── files ──
 
-    def file_record(self, path: str) -> FileRecord | None:
-        row = self.conn.execute(
-            "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files WHERE path = ?", (path,)
-        ).fetchone()
-        return FileRecord(*row) if row else None
-
-    def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
-        sql = "SELECT path, project, size, mtime_ns, content_hash, genes, ingested_at FROM files"
-        args: tuple[Any, ...] = ()
-        if under:
-            sql += " WHERE path >= ? AND path < ?"
-            args = (under, under + "\U0010ffff")
-        return {row[0]: FileRecord(*row) for row in self.conn.execute(sql, args)}
-
     def touch_file(self, record: FileRecord) -> None:
         """The file's mtime moved but its bytes did not: remember the new mtime only."""
         with self.transaction() as tx:
-            tx.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (record.mtime_ns, record.size, record.path))
-            tx.execute("UPDATE genes SET source_mtime = ?, last_verified_at = ? WHERE source_path = ?",
-                       (record.mtime_ns / 1e9, time.time(), record.path))
+            self._door.touch(tx, record)
 
-    # ── writes ──
+    # ── writes (the rules are the write door's, shared with PostgreSQL: write_door.py) ──
 
     def replace_source(self, record: FileRecord | None, path: str | None,
                        genes: Sequence[tuple[Gene, np.ndarray | None]],
@@ -275,7 +268,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         computed ahead, in a parse worker; a gene without one is encoded here.
         """
         with self.transaction() as tx:
-            return self._replace_in(tx, SourceWrite(record, path, genes, forms or {}))
+            return self._replace_all(tx, [SourceWrite(record, path, genes, forms or {})])[0]
 
     def replace_sources(self, writes: Sequence[SourceWrite]) -> list[WriteResult | GenomeError]:
         """Several `replace_source` calls, committed together; each file's error is its own.
@@ -289,7 +282,7 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
         if len(writes) > 1:
             try:
                 with self.transaction() as tx:
-                    return [self._replace_in(tx, write) for write in writes]
+                    return list(self._replace_all(tx, writes))
             except (GenomeError, sqlite3.Error):
                 pass  # nothing of the batch was stored: retry file by file below
         results: list[WriteResult | GenomeError] = []
@@ -302,198 +295,21 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
                 results.append(GenomeError(f"genome {self.path}: {exc}"))
         return results
 
-    def _replace_in(self, tx: Tx, write: SourceWrite) -> WriteResult:
-        record, path = write.record, write.path
-        result = WriteResult()
-        now = time.time()
-        old_rowids: set[int] = set()
-        if path is not None:
-            old_rowids = {r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?", (path,))}
-            tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
-            tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
-        # Why batched: on a big tree this process's writes set the pace of the whole ingest, and each
-        # statement is a round trip through Python and the GIL. The file's genes are looked up in one
-        # query, new genes' full-text rows go in a few multi-row inserts, sources in one executemany.
-        stored = self._stored_genes(tx, [gene.gene_id for gene, _ in write.genes])
-        kept: set[int] = set()
-        source_rows: list[tuple[Any, ...]] = []
-        symbol_rows: list[tuple[Any, ...]] = []
-        fts_rows: list[tuple[Any, ...]] = []
-        for gene, vector in write.genes:
-            rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id), stored, fts_rows)
-            kept.add(rowid)
-            if path is not None:
-                source_rows.append((rowid, path, gene.start_line, gene.end_line))
-                symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind, s.start_line,
-                                    s.end_line) for s in gene.symbols)
-        self._fts_insert_many(tx, fts_rows)
-        if source_rows:
-            tx.executemany("INSERT OR IGNORE INTO gene_sources(gene, path, start_line, end_line) VALUES (?, ?, ?, ?)",
-                           source_rows)
-        if symbol_rows:
-            tx.executemany("INSERT INTO symbols(path, gene, name, leaf, kind, start_line, end_line) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)", symbol_rows)
-        for rowid in old_rowids - kept:
-            if self._drop_if_orphan(tx, rowid, path):
-                result.replaced += 1
-        if record is not None:
-            tx.execute(
-                "INSERT OR REPLACE INTO files(path, project, size, mtime_ns, content_hash, genes, ingested_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.path, record.project, record.size, record.mtime_ns, record.content_hash, len(kept), now),
-            )
-        return result
-
-    @staticmethod
-    def _stored_genes(tx: Tx, gene_ids: Sequence[str]) -> dict[str, tuple[int, str | None, float | None]]:
-        """gene_id → (rowid, source_path, retired_at) of those already stored."""
-        found: dict[str, tuple[int, str | None, float | None]] = {}
-        unique = list(dict.fromkeys(gene_ids))
-        for start in range(0, len(unique), 500):
-            part = unique[start:start + 500]
-            rows = tx.execute(f"SELECT gene_id, id, source_path, retired_at FROM genes WHERE gene_id IN "
-                              f"({', '.join('?' * len(part))})", part)
-            found.update((gene_id, (rowid, source, retired)) for gene_id, rowid, source, retired in rows)
-        return found
-
-    def _upsert_gene(self, tx: Tx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
-                     form: StoredForm | None, stored: dict[str, tuple[int, str | None, float | None]],
-                     fts_rows: list[tuple[Any, ...]]) -> int:
-        """Insert the gene or refresh the stored one; `stored` is what the genes table holds for the
-        file's gene ids, kept current here (a chunk repeated within the file finds its first copy)."""
-        row = stored.get(gene.gene_id)
-        prov = gene.provenance
-        if row is not None:
-            rowid, source_path, retired_at = row
-            result.reused += 1
-            if retired_at is not None:
-                # revived (its text is back, maybe in another file): the row takes the path and tags it is
-                # indexed under now, since a later delete of its full-text row re-derives them from the row;
-                # a delete with other values than were indexed corrupts a contentless FTS5 index
-                tags = "\n".join(gene.tags)
-                tx.execute("UPDATE genes SET retired_at = NULL, tier = 'open', source_path = ?, tags = ? WHERE id = ?",
-                           (gene.source_path, tags, rowid))
-                self._fts_insert(tx, rowid, gene.content, tags, gene.source_path)
-                source_path = gene.source_path
-            if source_path == gene.source_path or source_path is None or retired_at is not None:
-                # this source owns the gene: refresh its span and provenance
-                tx.execute(
-                    "UPDATE genes SET start_line = ?, end_line = ?, source_mtime = ?, source_hash = ?, "
-                    "last_verified_at = ?, source_changed = 0 WHERE id = ?",
-                    (gene.start_line, gene.end_line, prov.source_mtime, prov.source_hash, now, rowid),
-                )
-                if source_path != gene.source_path:
-                    self._set_source_path(tx, rowid, gene.source_path)
-                stored[gene.gene_id] = (rowid, gene.source_path, None)
-            if vector is not None:  # stored without a vector, or with another model's
-                model = self.vector_model_id
-                tx.execute("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ? "
-                           "AND (embedding IS NULL OR vector_model IS NOT ?)", (encode_vector(vector), model, rowid, model))
-            return rowid
-        tags = "\n".join(gene.tags)
-        form = form or stored_form(gene.content)
-        cur = tx.execute(
-            "INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, "
-            "symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, "
-            "source_mtime, source_hash, org, device, user, agent, tier, access_count, embedding, vector_model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
-                gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
-                prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
-                prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
-                gene.agent, gene.tier, gene.access_count, encode_vector(vector) if vector is not None else None,
-                self.vector_model_id if vector is not None else None,
-            ),
-        )
-        rowid = int(cur.lastrowid or 0)  # an INSERT always sets it
-        stored[gene.gene_id] = (rowid, gene.source_path, None)
-        fts_rows.append((rowid, *self.fts_values(gene.content, tags, gene.source_path, form.fts_body)))
-        result.added += 1
-        return rowid
-
-    def _set_source_path(self, tx: Tx, rowid: int, new_path: str | None) -> None:
-        # the path column is indexed: re-index under the new primary source
-        self._fts_delete(tx, rowid)
-        tx.execute("UPDATE genes SET source_path = ? WHERE id = ?", (new_path, rowid))
-        row = tx.execute("SELECT content, tags, retired_at FROM genes WHERE id = ?", (rowid,)).fetchone()
-        if row[2] is None:
-            self._fts_insert(tx, rowid, row[0], row[1], new_path)
-
-    def _drop_if_orphan(self, tx: Tx, rowid: int, lost_path: str | None) -> bool:
-        other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1", (rowid,)).fetchone()
-        if other is None:
-            self._fts_delete(tx, rowid)
-            tx.execute("DELETE FROM coactivation WHERE a = ? OR b = ?", (rowid, rowid))
-            tx.execute("DELETE FROM genes WHERE id = ?", (rowid,))
-            return True
-        current = tx.execute("SELECT source_path FROM genes WHERE id = ?", (rowid,)).fetchone()
-        if current and current[0] == lost_path:
-            tx.execute("UPDATE genes SET start_line = ?, end_line = ? WHERE id = ?", (other[1], other[2], rowid))
-            self._set_source_path(tx, rowid, other[0])
-        return False
+    def _replace_all(self, tx: Tx, writes: Sequence[SourceWrite]) -> list[WriteResult]:
+        lex = self._door.dialect.lexical(tx)
+        results = self._door.replace(tx, lex, writes)
+        lex.flush()
+        return results
 
     def retire_source(self, path: str) -> int:
         """The file is gone: its genes leave retrieval (tier archived) unless another file holds them."""
-        now = time.time()
-        retired = 0
         with self.transaction() as tx:
-            # a chunk repeated in the file has a source row per place: each gene is retired once
-            rowids = list(dict.fromkeys(r[0] for r in tx.execute("SELECT gene FROM gene_sources WHERE path = ?",
-                                                                 (path,))))
-            tx.execute("DELETE FROM gene_sources WHERE path = ?", (path,))
-            tx.execute("DELETE FROM symbols WHERE path = ?", (path,))
-            for rowid in rowids:
-                other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? LIMIT 1",
-                                   (rowid,)).fetchone()
-                if other is None:
-                    self._fts_delete(tx, rowid)
-                    tx.execute("UPDATE genes SET tier = 'archived', retired_at = ? WHERE id = ? AND retired_at IS NULL",
-                               (now, rowid))
-                    retired += 1
-                else:
-                    self._drop_if_orphan(tx, rowid, path)
-            tx.execute("DELETE FROM files WHERE path = ?", (path,))
+            lex = self._door.dialect.lexical(tx)
+            retired = self._door.retire(tx, lex, path)
+            lex.flush()  # genes that moved to another file of theirs were re-indexed
         return retired
 
     # ── reads ──
-
-    def get_gene(self, gene_id: str) -> Gene | None:
-        row = self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE gene_id = ?", (gene_id,)).fetchone()
-        return row_to_gene(row) if row else None
-
-    def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        out: dict[int, Gene] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            marks = ",".join("?" * len(batch))
-            for row in self.conn.execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN ({marks})", batch):
-                out[row[0]] = row_to_gene(row)
-        return out
-
-    def genes_for_source(self, path: str) -> list[Gene]:
-        rows = self.conn.execute(
-            f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "
-            "ORDER BY start_line", (path,))
-        return [row_to_gene(r) for r in rows]
-
-    def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
-        where = "" if include_retired else "WHERE retired_at IS NULL"
-        last = 0
-        while True:
-            rows = self.conn.execute(
-                f"SELECT {GENE_COLUMNS} FROM genes {where} {'AND' if where else 'WHERE'} id > ? ORDER BY id LIMIT ?",
-                (last, batch)).fetchall()
-            if not rows:
-                return
-            for row in rows:
-                yield row_to_gene(row)
-            last = rows[-1][0]
-
-    def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT path, start_line, end_line FROM gene_sources WHERE gene = ? ORDER BY path", (rowid,))]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self.conn.execute("SELECT embedding FROM genes WHERE id = ? AND vector_model = ?",
@@ -535,11 +351,8 @@ class Genome(FullTextMixin, LearningMixin, MaintenanceMixin, VectorModelMixin):
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:
-            model = self.vector_model_id
-            tx.executemany("UPDATE genes SET embedding = ?, vector_model = ? WHERE id = ?",
-                           [(encode_vector(v), model, r) for r, v in items])
+            self._door.set_embeddings(tx, items)
 
     def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
         with self.transaction() as tx:
-            tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
-                           [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
+            self._door.set_facts(tx, items)

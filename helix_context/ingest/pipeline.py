@@ -28,7 +28,8 @@ import numpy as np
 
 from helix_context.config import Settings
 from helix_context.errors import GenomeError, IngestRefused
-from helix_context.genome.store import FileRecord, Genome, SourceWrite
+from helix_context.genome.store import FileRecord, SourceWrite
+from helix_context.genome.storage import GenomeStore
 from helix_context.genome.stored_form import StoredForm
 from helix_context.ingest.detect import is_binary
 from helix_context.ingest.embed_text import embedding_text, embedding_tokens
@@ -131,7 +132,7 @@ def find_project(path: Path, fallback: Path) -> str:
 
 
 class Ingestor:
-    def __init__(self, genome: Genome, settings: Settings, *, embedder: EmbedderLike | None = None,
+    def __init__(self, genome: GenomeStore, settings: Settings, *, embedder: EmbedderLike | None = None,
                  tagger: TaggerLike | None = None, parse_pool: ParsePool | None = None) -> None:
         self.genome = genome
         self.settings = settings

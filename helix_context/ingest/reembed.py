@@ -28,8 +28,10 @@ LOG_EVERY_S = 5.0
 
 
 class StaleVectorGenome(Protocol):
-    vector_model: str
     readonly: bool
+
+    @property
+    def vector_model(self) -> str: ...
 
     def use_vector_model(self, name: str) -> bool: ...
 

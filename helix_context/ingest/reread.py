@@ -22,15 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from helix_context.config import IngestSettings, Settings
-from helix_context.genome import sources_sql
-from helix_context.genome.store import FileRecord, Genome
+from helix_context.genome.store import FileRecord
+from helix_context.genome.storage import GenomeStore
 from helix_context.ingest.pipeline import IngestReport
 from helix_context.safe_open import ReadRule, Refusal, read_file, within
 
 
-def read_roots(genome: Genome, settings: Settings) -> list[Path]:
+def read_roots(genome: GenomeStore, settings: Settings) -> list[Path]:
     """The folders files may be read from: the sources and [server] allowed_ingest_roots, resolved."""
-    roots = [Path(row.path) for row in sources_sql.list_sources(genome)]
+    roots = [Path(row.path) for row in genome.list_sources()]
     for raw in settings.server.allowed_ingest_roots:
         try:
             roots.append(Path(raw).expanduser().resolve())

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from helix_context.config import Settings
-from helix_context.genome.retention import delete_consolidated
 from helix_context.llm.profiles import num_ctx_for, profile
 from helix_context.llm.upstream import UpstreamClient
 from helix_context.tokens import count_tokens
@@ -204,7 +203,7 @@ async def consolidate(helix: HelixContextManager, ribosome: Ribosome | None = No
             report.method[session_id] = method
         report.sessions += 1
     if pending:  # their text lives on in the notes genes: the buffer keeps no second copy
-        await anyio.to_thread.run_sync(delete_consolidated, helix.genome)
+        await anyio.to_thread.run_sync(helix.genome.delete_consolidated)
     report.seconds = time.perf_counter() - started
     return report
 

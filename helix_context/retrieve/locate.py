@@ -22,7 +22,7 @@ from typing import Any
 
 from helix_context.genome import symbols_sql
 from helix_context.genome.fts_text import split_identifier
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import FileHit, Gene, Pointer, QuerySignals, ScoredGene
 from helix_context.retrieve.fusion import DENSE_FLOOR
@@ -75,7 +75,7 @@ def wants_tests(qs: QuerySignals) -> bool:
     return any(w in TEST_WORDS for w, _ in words)
 
 
-def definitions(genome: Genome, qs: QuerySignals) -> dict[int, tuple[SymbolRow, float]]:
+def definitions(genome: GenomeStore, qs: QuerySignals) -> dict[int, tuple[SymbolRow, float]]:
     """Symbol id → (symbol, weight) for symbols the query names; rarer names weigh more.
 
     A traceback frame's function in a file of the frame's name is the strongest case.
@@ -176,7 +176,7 @@ def _name_score(name: str, terms: WeighedTerms, stems: dict[str, str]) -> float:
     return total
 
 
-def span_scores(genome: Genome, genes: Sequence[Gene], terms: WeighedTerms) -> SpanScores:
+def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms) -> SpanScores:
     """Gene rowid → its spans (symbol, first, last line) with the BM25 of each span's own lines.
 
     Apart from the pointer scoring so that one query's spans can be scored once and ranked under
@@ -267,7 +267,7 @@ def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[i
     return pointers
 
 
-def locate(genome: Genome, ranked: Sequence[ScoredGene], terms: WeighedTerms,
+def locate(genome: GenomeStore, ranked: Sequence[ScoredGene], terms: WeighedTerms,
            defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights(),
            *, tests_wanted: bool = False, gene_dense: Mapping[int, float] | None = None,
            span_cosines: Callable[[SpanScores], Mapping[tuple[int, int], float]] | None = None) -> list[Pointer]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from helix_context.config import Settings
 from helix_context.genome import lexicon, symbols_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
@@ -78,7 +78,7 @@ class EmbedderSource(Protocol):
 
 
 class Retriever:
-    def __init__(self, genome: Genome, settings: Settings, *, embedder_part: EmbedderSource | None = None) -> None:
+    def __init__(self, genome: GenomeStore, settings: Settings, *, embedder_part: EmbedderSource | None = None) -> None:
         self.genome = genome
         self.settings = settings
         self.embedder_part = embedder_part

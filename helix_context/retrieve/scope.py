@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from helix_context.errors import InvalidRequest
-from helix_context.genome import projects_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 
 LEAD_WINDOW = 30  # ranked genes whose projects are weighed to pick the leader
 LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the window
@@ -61,7 +60,7 @@ class Scope:
 class ProjectCatalog:
     """Live genes per project, and each project's gene ids, remembered per genome generation."""
 
-    def __init__(self, genome: Genome) -> None:
+    def __init__(self, genome: GenomeStore) -> None:
         self.genome = genome
         self._lock = threading.Lock()
         self._generation = -1
@@ -72,7 +71,7 @@ class ProjectCatalog:
     def _fresh(self) -> None:
         generation = self.genome.generation()
         if generation != self._generation:
-            sizes = projects_sql.live_projects(self.genome)
+            sizes = self.genome.live_projects()
             with self._lock:
                 self._generation, self._sizes, self._rowids, self._word_counts = generation, sizes, {}, {}
 
@@ -88,7 +87,7 @@ class ProjectCatalog:
         with self._lock:
             found = self._rowids.get(key)
         if found is None:
-            found = projects_sql.project_rowids(self.genome, key)
+            found = self.genome.project_rowids(key)
             with self._lock:
                 if len(self._rowids) > 64:  # bounded: scopes are few, but callers choose them
                     self._rowids.clear()

@@ -11,7 +11,7 @@ import numpy as np
 
 from helix_context.genome import lexicon
 from helix_context.genome.fts_text import fts_tokens, quote_term
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
 from helix_context.retrieve.terms import WeighedTerms
 
@@ -25,7 +25,7 @@ def _or(terms: list[str], joiner: str = " OR ") -> str:
     return joiner.join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
-def fts_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
     expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
     for phrase in qs.phrases:
@@ -39,7 +39,7 @@ def _identifier_like(term: str) -> bool:
     return any(c.isdigit() for c in term) or "_" in term
 
 
-def tag_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -54,7 +54,7 @@ def tag_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
 
 
-def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`)."""
     wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
@@ -74,7 +74,7 @@ def path_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerm
     return dict(genome.fts_search(_or(chosen), limit, column="path"))
 
 
-def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
@@ -83,7 +83,7 @@ def path_terms_scorer(genome: Genome, qs: QuerySignals, limit: int, terms: Weigh
     return dict(genome.fts_search(_or(wanted), limit, column="path"))
 
 
-def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int, *, exact_below: int = 20_000) -> Scores:
+def dense_scorer(genome: GenomeStore, query_vector: np.ndarray | None, limit: int, *, exact_below: int = 20_000) -> Scores:
     """Cosine nearest neighbours: an exact scan on small genomes, the HNSW graph past `exact_below` genes."""
     if query_vector is None:
         return {}
@@ -91,11 +91,11 @@ def dense_scorer(genome: Genome, query_vector: np.ndarray | None, limit: int, *,
     return {int(r): float(s) for r, s in zip(hits.rowids, hits.similarities, strict=True)}
 
 
-def coactivation_scorer(genome: Genome, seeds: list[int], limit: int) -> Scores:
+def coactivation_scorer(genome: GenomeStore, seeds: list[int], limit: int) -> Scores:
     """Genes delivered together with the current best candidates before."""
     return genome.coactivated(seeds, limit=limit)
 
 
-LexicalScorer = Callable[[Genome, QuerySignals, int, WeighedTerms], Scores]
+LexicalScorer = Callable[[GenomeStore, QuerySignals, int, WeighedTerms], Scores]
 LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer,
                                              "path_terms": path_terms_scorer}

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from helix_context.genome import projects_sql
 from helix_context.genome.fts_text import fts_tokens
 from helix_context.models import QuerySignals, ScoredGene
 from helix_context.retrieve.scope import contains
@@ -41,7 +40,7 @@ def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndar
         if known is not None:
             counts[word] = known
             continue
-        rows = projects_sql.term_rowids(genome, word, MAX_POSTINGS)
+        rows = genome.term_rowids(word, MAX_POSTINGS)
         held = len(contains(allowed, rows))
         if held and len(rows) >= MAX_POSTINGS:  # read only a part: scale up to the whole genome's count
             held = int(held * retriever.doc_counts.get(genome.conn, [word]).get(word, len(rows)) / len(rows))

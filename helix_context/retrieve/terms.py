@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from helix_context.genome import lexicon
 from helix_context.genome.fts_text import fts_tokens, quote_term
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
 
 MAX_SEARCH_TERMS = 24
@@ -62,7 +62,7 @@ def stem_words(words: list[str]) -> list[str]:
     return stems
 
 
-def weigh_terms(genome: Genome, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
+def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
                 cache: lexicon.CappedCounts | None = None) -> WeighedTerms:
     """The query's words to search for. `cache`: a per-generation memory of the capped counts (same numbers)."""
     count = cache.get if cache is not None else lexicon.word_doc_counts_upto

@@ -23,6 +23,7 @@ from helix_context.sources.projects import default_project
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.sources import registry
 from helix_context.errors import InvalidRequest, SourceError
 from helix_context.sources.roots import RootMap
@@ -86,11 +87,11 @@ class Backend:
         self.client.close()
 
 
-def _offline_status(genome: Genome) -> dict[str, Any]:
-    rows = [sources_sql.as_dict(r) for r in sources_sql.list_sources(genome)]
+def _offline_status(genome: GenomeStore) -> dict[str, Any]:
+    rows = [sources_sql.as_dict(r) for r in genome.list_sources()]
     for row in rows:
         row["watching"] = False
-    paused = sources_sql.paused(genome)
+    paused = genome.sources_paused()
     return {"backend": "not running", "paused": paused, "indexing": False, "sources": rows,
             "indexed_genes": genome.live_gene_count(),
             "summary": f"backend not running; {len(rows)} folder{'s' if len(rows) != 1 else ''} on the list"}
@@ -203,7 +204,7 @@ def _online(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
     return {**data, "message": data["summary"]}
 
 
-def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> dict[str, Any]:
+def _offline(args: argparse.Namespace, genome: GenomeStore, settings: Settings) -> dict[str, Any]:
     if args.action == "list":
         return _offline_status(genome)
     if args.action == "add":
@@ -215,7 +216,7 @@ def _offline(args: argparse.Namespace, genome: Genome, settings: Settings) -> di
         what = ("its indexed chunks leave the answers when the backend next starts" if args.forget
                 else "its indexed chunks stay")
         return {**result, "message": f"removed {result['path']} from the list; {what}"}
-    sources_sql.set_paused(genome, args.action == "pause")
+    genome.set_sources_paused(args.action == "pause")
     return {"paused": args.action == "pause",
             "message": f"indexing {'paused' if args.action == 'pause' else 'resumed'} for the next backend start"}
 

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from helix_context.genome import projects_sql, sources_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 
 log = logging.getLogger("helix.sources")
 
@@ -35,28 +34,28 @@ def default_project(folder: str | Path) -> str:
     return path.name or str(path)
 
 
-def ensure_projects(genome: Genome) -> list[tuple[str, str]]:
+def ensure_projects(genome: GenomeStore) -> list[tuple[str, str]]:
     """Give each source without a project its default one, and its genes that project; (path, project) each.
 
     Idempotent: a second run finds nothing to do."""
     done: list[tuple[str, str]] = []
-    for row in sources_sql.list_sources(genome):
+    for row in genome.list_sources():
         if row.project:
             continue
         name = default_project(row.path)
-        moved = projects_sql.set_project(genome, row.path, name)
+        moved = genome.set_project(row.path, name)
         log.info("source %s: project %r (%d genes relabelled)", row.path, name, moved)
         done.append((row.path, name))
     return done
 
 
-def assign(genome: Genome, folder: str, project: str | None) -> str:
+def assign(genome: GenomeStore, folder: str, project: str | None) -> str:
     """The source's project after an add: the one given, else the one it has, else its default;
     its genes follow (a re-add with another name relabels them, which an unchanged file's re-ingest
     would not)."""
-    row = sources_sql.get_source(genome, folder)
+    row = genome.get_source(folder)
     name = (project or "").strip() or (row.project if row is not None and row.project else default_project(folder))
-    projects_sql.set_project(genome, folder, name)
+    genome.set_project(folder, name)
     return name
 
 
@@ -78,12 +77,12 @@ class ProjectState:
                 "resume indexing or restore the folder")
 
 
-def project_states(genome: Genome) -> dict[str, ProjectState]:
+def project_states(genome: GenomeStore) -> dict[str, ProjectState]:
     """Each project that has sources, with its folders' availability (a stat per folder)."""
-    paused = sources_sql.paused(genome)
+    paused = genome.sources_paused()
     folders: dict[str, list[str]] = {}
     unavailable: dict[str, list[str]] = {}
-    for row in sources_sql.list_sources(genome):
+    for row in genome.list_sources():
         if row.state == "removing":
             continue
         name = row.project or default_project(row.path)
@@ -118,10 +117,10 @@ def _pure(path: str | PurePath) -> PurePath:
         return Path(path).absolute()
 
 
-def cwd_projects(genome: Genome, cwd: Path | None = None) -> tuple[str, ...]:
+def cwd_projects(genome: GenomeStore, cwd: Path | None = None) -> tuple[str, ...]:
     """Projects of the sources holding the current directory (the CLI's scope when none is named)."""
     here = cwd or Path.cwd()
-    rows = [(r.path, r.project) for r in sources_sql.list_sources(genome) if r.state != "removing"]
+    rows = [(r.path, r.project) for r in genome.list_sources() if r.state != "removing"]
     inside = [(folder, project) for folder, project in rows if _pure(here) == _pure(folder)
               or _pure(folder) in _pure(here).parents]
     return projects_for_paths(inside, [here])

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helix_context.genome import sources_sql
 from helix_context.genome.sources_sql import SourceRow
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.errors import SourceError, SourceNotFound
 from helix_context.sources import projects
 
@@ -65,31 +64,31 @@ def lookup_key(raw: str | Path) -> str:
         return str(path.absolute())
 
 
-def find(genome: Genome, raw: str | Path) -> SourceRow | None:
-    row = sources_sql.get_source(genome, lookup_key(raw))
+def find(genome: GenomeStore, raw: str | Path) -> SourceRow | None:
+    row = genome.get_source(lookup_key(raw))
     if row is None:
-        row = sources_sql.get_source(genome, str(raw))
+        row = genome.get_source(str(raw))
     return row
 
 
-def record_add(genome: Genome, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
+def record_add(genome: GenomeStore, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
     """Without a backend: put the folder on the list; the next start indexes and watches it."""
     path = resolve_folder(raw, home=home)
-    sources_sql.add_source(genome, str(path), project or None, time.time())
+    genome.add_source(str(path), project or None, time.time())
     projects.assign(genome, str(path), project)
-    row = sources_sql.get_source(genome, str(path))
+    row = genome.get_source(str(path))
     assert row is not None
     return row
 
 
-def record_remove(genome: Genome, raw: str | Path, *, forget: bool) -> dict[str, Any]:
+def record_remove(genome: GenomeStore, raw: str | Path, *, forget: bool) -> dict[str, Any]:
     """Without a backend: stop watching at once; with `forget`, the next start retires the folder's genes."""
     row = find(genome, raw)
     if row is None:
         raise SourceNotFound(f"{raw} is not a source; `helix sources list` shows them")
     if forget:
-        sources_sql.set_pending(genome, row.path, "forget")
-        sources_sql.set_state(genome, row.path, "removing", last_error=None)
+        genome.set_source_pending(row.path, "forget")
+        genome.set_source_state(row.path, "removing", last_error=None)
         return {"path": row.path, "removed": False, "pending": "forget"}
-    sources_sql.delete_source(genome, row.path)
+    genome.delete_source(row.path)
     return {"path": row.path, "removed": True, "pending": None}

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
-from helix_context.genome.store import Genome
+from helix_context.genome.storage import GenomeStore
 from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
@@ -50,6 +50,7 @@ from helix_context.weigh import Packet, PacketItem
 log = logging.getLogger("helix.sources")
 
 _GONE = "does not exist"
+CLAIM_RETRY_S = 5.0  # a folder another backend of the team genome is indexing: asked for again this much later
 
 
 class _Interrupted(Exception):
@@ -91,7 +92,7 @@ class SourcesService:
     """The living index. Built before the manager (which annotates packets through it) and started
     with the manager as its Indexer, so neither sets anything on the other."""
 
-    def __init__(self, genome: Genome, settings: Settings) -> None:
+    def __init__(self, genome: GenomeStore, settings: Settings) -> None:
         self.genome = genome
         self.settings = settings
         self.cfg = settings.sources
@@ -108,7 +109,7 @@ class SourcesService:
         self._failed: dict[str, str] = {}  # source → why its last pass failed, kept here: recording it may fail too
         self._cancel: set[str] = set()
         self._progress = Progress()
-        self._paused = sources_sql.paused(self.genome)
+        self._paused = self.genome.sources_paused()
         self._stopping = False
         self._busy = False
         self._thread: threading.Thread | None = None
@@ -122,7 +123,7 @@ class SourcesService:
         """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
         self._indexer = indexer
         ensure_projects(self.genome)  # sources recorded before projects were required get one
-        for row in sources_sql.list_sources(self.genome):
+        for row in self.genome.list_sources():
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
             if row.pending == "forget":
                 self._queue(row.path, _Work(forget=True))
@@ -156,9 +157,9 @@ class SourcesService:
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
         path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
         key = str(path)
-        sources_sql.add_source(self.genome, key, project or None, time.time())
+        self.genome.add_source(key, project or None, time.time())
         assign(self.genome, key, project)
-        row = sources_sql.get_source(self.genome, key)
+        row = self.genome.get_source(key)
         assert row is not None
         with self._cond:
             self._cancel.discard(key)
@@ -182,17 +183,17 @@ class SourcesService:
                 self._cancel.add(key)
             self._missing.discard(key)
         if forget:
-            sources_sql.set_pending(self.genome, key, "forget")
-            sources_sql.set_state(self.genome, key, "removing")
+            self.genome.set_source_pending(key, "forget")
+            self.genome.set_source_state(key, "removing")
             self._queue(key, _Work(forget=True))
         else:
-            sources_sql.delete_source(self.genome, key)
+            self.genome.delete_source(key)
             self._skips.pop(key, None)
         return {"path": key, "removed": not forget, "forget": forget,
                 "detail": "its genes are being retired" if forget else "no longer watched; its genes stay"}
 
     def pause(self) -> dict[str, Any]:
-        sources_sql.set_paused(self.genome, True)
+        self.genome.set_sources_paused(True)
         with self._cond:
             self._paused = True
             if self._progress.source:
@@ -203,10 +204,10 @@ class SourcesService:
         return self.status()
 
     def resume(self) -> dict[str, Any]:
-        sources_sql.set_paused(self.genome, False)
+        self.genome.set_sources_paused(False)
         with self._cond:
             self._paused = False
-        for row in sources_sql.list_sources(self.genome):
+        for row in self.genome.list_sources():
             if row.pending == "forget":
                 continue
             self._queue(row.path, _Work(full=True))  # catch up on what changed while paused
@@ -221,7 +222,7 @@ class SourcesService:
                                 self._progress.kind)
             queued = [k for k, w in self._work.items() if not w.forget]
             busy = self._busy
-        rows = sources_sql.list_sources(self.genome)
+        rows = self.genome.list_sources()
         sources = [self._describe(row, progress) for row in rows]
         summary = summary_line(IndexState(
             self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
@@ -276,7 +277,7 @@ class SourcesService:
         if not roots and not self._paused:
             return packet
         if self._paused:
-            roots = [r.path.rstrip("/\\") + os.sep for r in sources_sql.list_sources(self.genome)]
+            roots = [r.path.rstrip("/\\") + os.sep for r in self.genome.list_sources()]
             note = "its folder is watched, but indexing is paused: resume indexing to refresh it"
         else:
             note = (f"its folder is watched: the new text replaces this within about "
@@ -455,7 +456,7 @@ class SourcesService:
 
     def _set_state(self, key: str, state: str, error: str | None = None) -> None:
         try:
-            sources_sql.set_state(self.genome, key, state, last_error=error)
+            self.genome.set_source_state(key, state, last_error=error)
         except GenomeError as exc:
             log.warning("could not record the state of %s: %s", key, exc)
 
@@ -463,9 +464,19 @@ class SourcesService:
         if work.forget:
             self._forget(key)
             return
-        row = sources_sql.get_source(self.genome, key)
+        row = self.genome.get_source(key)
         if row is None:
             return
+        with self.genome.claim_source(key) as claim:
+            if not claim.held:  # a team genome: another backend indexes this folder now; look again later
+                log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
+                retry = threading.Timer(CLAIM_RETRY_S, self._queue, (key, work))
+                retry.daemon = True
+                retry.start()
+                return
+            self._run_claimed(key, row, work)
+
+    def _run_claimed(self, key: str, row: sources_sql.SourceRow, work: _Work) -> None:
         root = Path(key)
         if not root.is_dir():
             self._vanished(key)
@@ -512,7 +523,7 @@ class SourcesService:
             if path.exists() or self.genome.file_record(raw) is not None:
                 files.append(raw)
             else:  # a folder that was deleted or renamed away: each file it held retires
-                files.extend(sources_sql.paths_under(self.genome, raw))
+                files.extend(self.genome.paths_under(raw))
         if not files:
             return
         groups: dict[str | None, list[str]] = {}
@@ -555,7 +566,7 @@ class SourcesService:
         self._failed.pop(key, None)
         skips = self._skips.get(key, {})
         state = "watching" if self.cfg.watch else "indexed"
-        sources_sql.record_index(self.genome, key, at=time.time(),
+        self.genome.record_source_index(key, at=time.time(),
                                  skipped=[{"path": p, "reason": r} for p, r in sorted(skips.items())],
                                  skipped_total=len(skips), last_error=None, state=state,
                                  max_skipped=self.cfg.max_skipped)
@@ -564,18 +575,18 @@ class SourcesService:
         """The folder is gone: its files' genes retire (they would be served as stale otherwise)."""
         with self._cond:
             self._missing.add(key)
-        gone = sources_sql.paths_under(self.genome, key)
+        gone = self.genome.paths_under(key)
         for path in gone:
             self.genome.retire_source(path)
-        sources_sql.record_index(self.genome, key, at=time.time(), skipped=[], skipped_total=0,
+        self.genome.record_source_index(key, at=time.time(), skipped=[], skipped_total=0,
                                  last_error=f"folder not found: {key}", state="missing",
                                  max_skipped=self.cfg.max_skipped)
         if self.cfg.watch and key not in self._watchers and not self._paused:
             self._watch(key)  # its watcher looks for it and reports when it is back
 
     def _forget(self, key: str) -> None:
-        for path in sources_sql.paths_under(self.genome, key):
+        for path in self.genome.paths_under(key):
             self.genome.retire_source(path)
-        sources_sql.delete_source(self.genome, key)
+        self.genome.delete_source(key)
         self._skips.pop(key, None)
 

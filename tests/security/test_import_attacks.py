@@ -126,8 +126,7 @@ def test_a_root_outside_every_source_needs_the_users_remap(server, tmp_path: Pat
     assert f"sources added (indexed and watched at the next backend start): {elsewhere.resolve()}" in out
     genome = server.app.state.sources.genome
     assert set(genome.file_records()) == {str(elsewhere.resolve() / "lib.py")}
-    wait_until(lambda: any(s.path == str(elsewhere.resolve()) for s in __import__(
-        "helix_context.genome.sources_sql", fromlist=["list_sources"]).list_sources(genome)), what="the source")
+    wait_until(lambda: any(s.path == str(elsewhere.resolve()) for s in genome.list_sources()), what="the source")
 
 
 def test_a_path_through_a_symlink_inside_a_source_cannot_leave_it(server, tmp_path: Path, capsys) -> None:

@@ -20,7 +20,6 @@ import psutil
 import pytest
 
 from helix_context.config import RetentionSettings
-from helix_context.genome.retention import prune, table_rows
 from helix_context.genome.store import Genome
 from security.procs import env_for, free_port, start, wait_health
 
@@ -45,7 +44,7 @@ def _docs(n: int) -> list[str]:
 def _rows(path: Path) -> dict[str, int]:
     genome = Genome(path, readonly=True)
     try:
-        return table_rows(genome)
+        return genome.retention_rows()
     finally:
         genome.close()
 
@@ -155,8 +154,8 @@ def test_prune_decays_caps_and_expires(tmp_path) -> None:
         cfg = RetentionSettings(coactivation_per_gene=3, coactivation_half_life_days=1.0,
                                 coactivation_min_weight=0.5, session_ttl_days=10.0, max_sessions=5,
                                 max_buffer_rows=3)
-        first = prune(genome, cfg, now=now)
-        rows = table_rows(genome)
+        first = genome.prune_retention(cfg, now=now)
+        rows = genome.retention_rows()
         per_gene = genome.conn.execute(
             "SELECT MAX(n) FROM (SELECT g, COUNT(*) AS n FROM (SELECT a AS g FROM coactivation "
             "UNION ALL SELECT b FROM coactivation) GROUP BY g)").fetchone()[0]
@@ -166,15 +165,15 @@ def test_prune_decays_caps_and_expires(tmp_path) -> None:
         # one half-life later every weight is halved, and those that fell under 0.5 are gone
         edges = "SELECT a, b, count FROM coactivation"
         before = {(a, b): c for a, b, c in genome.conn.execute(edges)}
-        prune(genome, cfg, now=now + 86_400)
+        genome.prune_retention(cfg, now=now + 86_400)
         after = {(a, b): c for a, b, c in genome.conn.execute(edges)}
         assert after and all(abs(c - before[k] / 2) < 1e-6 for k, c in after.items())
         assert set(after) == {k for k, c in before.items() if c / 2 >= 0.5}
-        prune(genome, cfg, now=now + 5 * 86_400)  # four more: nothing stays above the floor
-        assert table_rows(genome)["coactivation"] == 0
+        genome.prune_retention(cfg, now=now + 5 * 86_400)  # four more: nothing stays above the floor
+        assert genome.retention_rows()["coactivation"] == 0
         # and the sessions have all expired by then
-        prune(genome, cfg, now=now + 40 * 86_400)
-        assert table_rows(genome)["sessions"] == 0
+        genome.prune_retention(cfg, now=now + 40 * 86_400)
+        assert genome.retention_rows()["sessions"] == 0
     finally:
         genome.close()
 
@@ -204,7 +203,7 @@ def test_caps_hold_at_every_moment_without_a_prune(tmp_path, helix_home, upstrea
             genome = Genome(helix_home / "genome.db", readonly=True)
             try:
                 while not stop.is_set():
-                    samples.append(table_rows(genome))
+                    samples.append(genome.retention_rows())
                     stop.wait(0.02)
             finally:
                 genome.close()

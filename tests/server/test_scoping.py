@@ -16,7 +16,6 @@ import pytest
 from openai import OpenAI
 
 from helix_context.config import Settings
-from helix_context.genome import sources_sql
 from helix_context.genome.store import Genome
 from helix_context.sources.projects import default_project, ensure_projects
 from tests.server.test_proxy import UpstreamStub
@@ -228,10 +227,10 @@ def test_start_up_migration_gives_old_sources_a_project_and_relabels_their_genes
     helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False}))
     try:
         for path in (folder, plain):  # recorded before projects were required: no project, genes under another
-            sources_sql.add_source(helix.genome, str(path), None, 0.0)
+            helix.genome.add_source(str(path), None, 0.0)
             helix.ingest_path(path, project="old-name")
         genome: Genome = helix.genome
-        assert {r.project for r in sources_sql.list_sources(genome)} == {None}
+        assert {r.project for r in genome.list_sources()} == {None}
         done = dict(ensure_projects(genome))
         assert done == {str(folder): "ledger-repo", str(plain): "notes"}
         assert default_project(folder) == "ledger-repo"  # the git top level's name

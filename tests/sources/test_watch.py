@@ -10,7 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-from helix_context.genome import sources_sql
 from tests.sources.conftest import make_tree, wait_until, write
 
 
@@ -116,11 +115,11 @@ def test_a_watched_folder_removed_from_disk_shows_missing_and_comes_back(service
     key = str(root.resolve())
     service.add(key)
     assert service.wait_idle(30) and service.wait_watching(10)
-    assert sources_sql.counts_under(service.genome, key)[0] == 6
+    assert service.genome.counts_under(key)[0] == 6
 
     shutil.rmtree(root)
     wait_until(lambda: service.status()["sources"][0]["state"] == "missing", what="the folder to show missing")
-    wait_until(lambda: sources_sql.counts_under(service.genome, key) == (0, 0) and service.wait_idle(0.01),
+    wait_until(lambda: service.genome.counts_under(key) == (0, 0) and service.wait_idle(0.01),
                what="its genes to retire")
     status = service.status()
     assert "not found" in status["sources"][0]["last_error"]
@@ -134,7 +133,7 @@ def test_a_watched_folder_removed_from_disk_shows_missing_and_comes_back(service
 
     make_tree(root, n=2)
     wait_until(lambda: service.status()["sources"][0]["state"] == "watching"
-               and sources_sql.counts_under(service.genome, key)[0] == 3, timeout=20, what="the folder to come back")
+               and service.genome.counts_under(key)[0] == 3, timeout=20, what="the folder to come back")
     write(root / "src" / "after.py", "def after_return():\n    return 1\n")
     wait_until(lambda: _indexed(service, root.resolve() / "src" / "after.py"), what="watching again")
 
@@ -156,7 +155,7 @@ def test_pause_stops_watching_and_resume_catches_up(service_factory, tmp_path: P
     time.sleep(1.5)
     assert "edited_while_paused" not in _content(service, src / "mod_0.py")
     assert _indexed(service, src / "mod_3.py")
-    assert sources_sql.paused(service.genome)  # a restart stays paused
+    assert service.genome.sources_paused()  # a restart stays paused
 
     resumed = service.resume()
     assert not resumed["paused"]
@@ -198,8 +197,8 @@ def test_remove_keeps_genes_unless_forget(service_factory, tmp_path: Path) -> No
     service.remove(str(drop), forget=True)
     assert service.wait_idle(30)
     assert service.status()["sources"] == []
-    assert sources_sql.counts_under(service.genome, str(keep.resolve()))[0] == 6
-    assert sources_sql.counts_under(service.genome, str(drop.resolve())) == (0, 0)
+    assert service.genome.counts_under(str(keep.resolve()))[0] == 6
+    assert service.genome.counts_under(str(drop.resolve())) == (0, 0)
     write(keep / "src" / "mod_0.py", "def not_watched_any_more():\n    return 0\n")
     import time
 
@@ -287,13 +286,13 @@ def test_pause_interrupts_a_running_index_and_resume_finishes_it(service_factory
     wait_until(lambda: (service.status()["progress"] or {}).get("done", 0) > 50, what="indexing to be under way")
     service.pause()
     assert service.wait_idle(10)  # the running ingest stopped between two files
-    stopped_at = sources_sql.counts_under(service.genome, key)[0]
+    stopped_at = service.genome.counts_under(key)[0]
     assert stopped_at < 1500
     time.sleep(1.0)
-    assert sources_sql.counts_under(service.genome, key)[0] == stopped_at
+    assert service.genome.counts_under(key)[0] == stopped_at
     assert service.status()["summary"] == "Indexing paused, 1 folder"
     service.resume()
-    wait_until(lambda: sources_sql.counts_under(service.genome, key)[0] == 1500 and service.wait_idle(0.01),
+    wait_until(lambda: service.genome.counts_under(key)[0] == 1500 and service.wait_idle(0.01),
                timeout=120, what="resume to finish the folder")
 
 

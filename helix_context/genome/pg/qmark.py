@@ -97,8 +97,5 @@ class QmarkConnection:
         counts = self._stats.doc_freqs(self.raw, list(terms))
         return {t: n[0] for t, n in counts.items() if n[0]}
 
-    def term_rowids(self, expr: str, limit: int) -> list[int]:
-        return lexical.term_rowids(self.raw, expr, limit)
-
     def code_rowids(self, rowids: Sequence[int]) -> set[int]:
         return self._kinds.code_rowids(self.raw, rowids)

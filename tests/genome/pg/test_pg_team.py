@@ -19,6 +19,7 @@ from helix_context.errors import ConfigError, GenomeError, GenomeVersionError
 from helix_context.genome.pg import connect as pg_connect
 from helix_context.genome.pg.store import PgGenome
 from helix_context.manager import HelixContextManager, open_genome
+from tests.genome.pg.reference import assert_each_gene_once, sqlite_live_genes
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -159,16 +160,9 @@ def test_two_indexers_racing_lose_and_duplicate_no_gene(settings: Settings, pg_u
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
-    lite = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False}))
-    try:
-        lite.ingest_path(tree)
-        want = lite.genome.live_gene_count()
-    finally:
-        lite.close()
+    want = sqlite_live_genes(settings, tree)
+    assert_each_gene_once(pg_url, want)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        genes, distinct = conn.execute("SELECT count(*), count(DISTINCT gene_id) FROM genes "
-                                       "WHERE retired_at IS NULL").fetchone()
-        assert genes == distinct == want, "every gene once, none lost"
         assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 40
         assert conn.execute("SELECT count(*) FROM genes g WHERE NOT EXISTS "
                             "(SELECT 1 FROM gene_sources s WHERE s.gene = g.id)").fetchone()[0] == 0

@@ -1,0 +1,61 @@
+"""One indexer per source, in the sources service of two real backends on one team genome.
+
+What a user notices: while another backend indexes a folder, this one leaves it alone and takes it
+up once the other is done; two backends told to index the same folder together store every gene
+once, and lose none.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from helix_context.config import Settings
+from helix_context.genome.pg.store import PgGenome
+from helix_context.sources import service as sources_service
+from tests.genome.pg.reference import assert_each_gene_once, sqlite_live_genes
+from tests.sources.conftest import fast_settings, make_tree, wait_until
+
+
+def _team(settings: Settings, url: str, user: str) -> Settings:
+    return fast_settings(settings).replace(genome={"url": url}, attribution={"user": user, "device": "laptop"})
+
+
+def test_a_folder_another_backend_is_indexing_waits_for_it(settings: Settings, server_factory, pg_url: str,
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources_service, "CLAIM_RETRY_S", 0.5)
+    root = make_tree(tmp_path / "proj")
+    key = str(root.resolve())
+    other = PgGenome(pg_url, listen=False)  # another backend, in the middle of indexing this folder
+    claim = other.claim_source(key)
+    assert claim.acquire()
+    try:
+        alice = server_factory(_team(settings, pg_url, "alice"))
+        with alice.client() as client:
+            assert client.post("/sources", json={"path": str(root)}).status_code == 202
+            time.sleep(3)  # several passes were tried meanwhile
+            (row,) = client.get("/sources").json()["sources"]
+            assert row["files"] == 0 and alice.app.state.helix.genome.live_gene_count() == 0, row
+            claim.release()
+            wait_until(lambda: client.get("/sources").json()["sources"][0]["files"] == 6, timeout=30,
+                       what="the folder to be indexed once the other backend let go")
+    finally:
+        claim.release()
+        other.close()
+
+
+def test_two_backends_told_to_index_one_folder_store_each_gene_once(settings: Settings, server_factory,
+                                                                    pg_url: str, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "proj", n=60)
+    alice = server_factory(_team(settings, pg_url, "alice"))
+    bob = server_factory(_team(settings, pg_url, "bob"))
+    for server in (alice, bob):  # both at once: one indexes, the other waits for the claim and re-checks
+        with server.client() as client:
+            assert client.post("/sources", json={"path": str(root)}).status_code == 202
+    for server in (alice, bob):
+        wait_until(lambda s=server: (rows := s.client().get("/sources").json()["sources"]) and rows[0]["files"] == 61,
+                   timeout=90, what="each backend to see the folder indexed")
+    assert_each_gene_once(pg_url, sqlite_live_genes(settings, root))
+    assert alice.app.state.helix.genome.integrity_check() == []
