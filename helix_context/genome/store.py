@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +199,11 @@ class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, Activ
             log.info("genome %s: vector change log kept for now (%s)", self.path, exc)
 
     # ── transactions ──
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """Nothing to open: this process's writers and readers share one connection under a lock, and a
+        file's genes are replaced in one transaction (the team genome needs it: pg/store.py)."""
+        return nullcontext()
 
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:

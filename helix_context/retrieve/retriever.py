@@ -197,7 +197,15 @@ class Retriever:
 
         `project` (one name, several, or a Scope) answers from those projects' genes only; without
         one the project the evidence leads to answers (retrieve/scope.py). With `gate`, a message
-        about nothing in that project returns nothing, with the reason in `silence` (weigh/silence.py)."""
+        about nothing in that project returns nothing, with the reason in `silence` (weigh/silence.py).
+        All of its reads see one committed state of the genome (`read_snapshot`: on a team genome,
+        another backend's re-index lands before or after a question, never between its reads)."""
+        with self.genome.read_snapshot():
+            return self._retrieve(query, max_genes=max_genes, project=project, party=party, zone=zone,
+                                  floor=floor, gate=gate, pointers=pointers)
+
+    def _retrieve(self, query: str, *, max_genes: int | None, project: ProjectArg, party: str | None,
+                  zone: ZoneCap | None, floor: float | None, gate: bool, pointers: bool) -> Retrieval:
         cfg = self.settings.retrieval
         max_genes = cfg.max_genes if max_genes is None else max(0, max_genes)
         stages: dict[str, float] = {}

@@ -193,6 +193,22 @@ class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, 
                 raise GenomeError(f"team genome {self.path}: the write failed ({exc}); "
                                   "nothing of it was stored, run it again") from None
 
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """One question's reads in one REPEATABLE READ, READ ONLY transaction on this thread's connection.
+
+        Why: a question reads in several statements (postings, vectors, genes, spans); without one
+        snapshot, another backend's re-index committing between them can delete the genes a search just
+        found, and the answer comes back empty. Nested use (already in a transaction) keeps the outer one.
+        """
+        raw = self._raw()
+        if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            yield
+            return
+        with raw.transaction():
+            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+
     def connection_state(self) -> dict[str, Any]:
         """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""
         return self._link.state()

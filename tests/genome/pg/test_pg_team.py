@@ -194,9 +194,8 @@ def test_a_write_by_one_backend_reaches_another_within_two_seconds(settings: Set
 def test_a_reader_during_a_re_index_is_never_left_empty(settings: Settings, pg_url: str, tmp_path: Path) -> None:
     """Another backend re-indexes every file (each file replaced in one transaction) while this one asks:
     no answer is empty or an error, nearly all name the symbol, and afterwards the new text is served.
-
-    Not every answer: one question's reads are separate statements, not one snapshot, so a question
-    asked while its gene is being replaced can miss it (docs/team.md, not done yet)."""
+    (A question's reads share one snapshot, Retriever.retrieve: a commit between them once emptied one in
+    four runs.)"""
     tree = _tree(tmp_path / "tree", 40)
     chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
     reader = HelixContextManager(chosen)
