@@ -24,7 +24,9 @@ tests/server/upstream_stub.py), twice in the same run:
 Printed: share of off-topic chats that got context injected (target <= 3 %), share of on-topic
 chats that did (target >= 95 %), answer file in the top 5 files of /fingerprint (target: within
 0.03 of the one-project genome), and contamination = share of top-5 files from another project
-than the one asked about (target 0 % scoped, <= 5 % unscoped).
+than the one asked about (target 0 % scoped, <= 5 % unscoped). The unscoped ranking figures are
+also printed for the development and held-out parts, and every unscoped question whose answer
+file is missing or whose top 5 holds another project's file is listed with its top 5.
 
 `--tune` prints the silence features of the development parts (in-process) and the rule
 thresholds that a grid search over them chooses (weigh/silence.py's SilenceRule).
