@@ -24,7 +24,9 @@ tests/server/upstream_stub.py), twice in the same run:
 Printed: share of off-topic chats that got context injected (target <= 3 %), share of on-topic
 chats that did (target >= 95 %), answer file in the top 5 files of /fingerprint (target: within
 0.03 of the one-project genome), and contamination = share of top-5 files from another project
-than the one asked about (target 0 % scoped, <= 5 % unscoped).
+than the one asked about (target 0 % scoped, <= 5 % unscoped). The unscoped ranking figures are
+also printed for the development and held-out parts, and every unscoped question whose answer
+file is missing or whose top 5 holds another project's file is listed with its top 5.
 
 `--tune` prints the silence features of the development parts (in-process) and the rule
 thresholds that a grid search over them chooses (weigh/silence.py's SilenceRule).
@@ -197,15 +199,22 @@ def run_config(url: str, off: list[dict], on: list[dict], folders: dict[str, Pat
             out["on_injected_scoped"] = share([chat(client, q["question"], q["project"]) for q in on])
         modes = [None, "scoped"] if scoped_too else [None]
         for mode in modes:
-            hits, foreign, shown = [], 0, 0
+            key = "scoped" if mode else "unscoped"
+            per: list[tuple[str, bool, int, int]] = []  # (split, hit, foreign files, files shown)
             for q in on:
                 files = top_files(client, q["question"], q["project"] if mode else None)
-                hits.append(hit(files, folders[q["project"]], q["answers"]))
-                foreign += sum(1 for f in files if f.get("project") != q["project"])
-                shown += len(files)
-            key = "scoped" if mode else "unscoped"
-            out[f"top5_{key}"] = share(hits)
-            out[f"contamination_{key}"] = foreign / shown if shown else float("nan")
+                foreign = sum(1 for f in files if f.get("project") != q["project"])
+                per.append((q["split"], hit(files, folders[q["project"]], q["answers"]), foreign, len(files)))
+                if foreign or not per[-1][1]:
+                    out.setdefault(f"misses_{key}", []).append(
+                        {"id": q["id"], "split": q["split"], "project": q["project"], "hit": per[-1][1],
+                         "top5": [f"{f.get('project')}:{Path(f['source_id']).name}" for f in files]})
+            for split in ("all", "dev", "heldout"):
+                part = [p for p in per if split in ("all", p[0])]
+                suffix = "" if split == "all" else f"_{split}"
+                out[f"top5_{key}{suffix}"] = share([p[1] for p in part])
+                shown = sum(p[3] for p in part)
+                out[f"contamination_{key}{suffix}"] = sum(p[2] for p in part) / shown if shown else float("nan")
     return out
 
 
@@ -341,10 +350,19 @@ def main() -> int:
     one = results["one_project_top5"]
     print(f"| answer file in top 5, unscoped (one-project genome: {one:.3f}) | {on_['top5_unscoped']:.3f} | "
           f"{off_['top5_unscoped']:.3f} | >= {one - 0.03:.3f} |")
+    for split in ("dev", "heldout"):
+        print(f"| answer file in top 5, unscoped ({split}) | {on_[f'top5_unscoped_{split}']:.3f} | "
+              f"{off_[f'top5_unscoped_{split}']:.3f} | |")
     print(f"| answer file in top 5, scoped | {on_['top5_scoped']:.3f} | – | >= {one - 0.03:.3f} |")
     print(f"| contamination of top 5, unscoped | {pct(on_['contamination_unscoped'])} | "
           f"{pct(off_['contamination_unscoped'])} | <= 5 % |")
+    for split in ("dev", "heldout"):
+        print(f"| contamination of top 5, unscoped ({split}) | {pct(on_[f'contamination_unscoped_{split}'])} | "
+              f"{pct(off_[f'contamination_unscoped_{split}'])} | |")
     print(f"| contamination of top 5, scoped | {pct(on_['contamination_scoped'])} | – | 0 % |")
+    for miss in on_.get("misses_unscoped", []):
+        print(f"  unscoped, answer missed or another project shown: {miss['id']} ({miss['split']}, "
+              f"{miss['project']}): {', '.join(miss['top5'])}")
     if args.json:
         write_results(args.json, results)
     if not args.work:

@@ -19,7 +19,7 @@ from helix_context.retrieve.scope import Scope
 from helix_context.sources.roots import RootMap
 from helix_context.weigh import Packet, PacketItem, RefreshTarget, SourceCache, validate_task_type, weigh_retrieval
 from helix_context.weigh.overlay import mark_items, overlay_shared
-from helix_context.weigh.relevance import idf_weights, query_words
+from helix_context.retrieve.silence_gate import scoped_term_weights
 
 
 def build_context_packet(query: str, task_type: str = "edit", genome: GenomeStore | None = None, *,
@@ -46,7 +46,7 @@ def build_context_packet(query: str, task_type: str = "edit", genome: GenomeStor
     overlay = overlay_shared(retrieval, cache, max_chunk_chars=settings.ingest.max_chunk_chars)  # team genomes
     retrieval = overlay.retrieval
     packet = weigh_retrieval(retrieval, task, settings.weigh,
-                             term_weights=query_term_weights(retriever, retrieval.query), source_cache=cache)
+                             term_weights=query_term_weights(retriever, retrieval.query, retrieval.project), source_cache=cache)
     packet = mark_items(packet, overlay.text_from, cache)
     packet = dataclasses.replace(packet, project=retrieval.project)
     if retrieval.silence:  # the message is about nothing in the scoped project: say why first
@@ -54,17 +54,14 @@ def build_context_packet(query: str, task_type: str = "edit", genome: GenomeStor
     return point_at_symbols(packet, retrieval.pointers, group_by, retrieval.file_mass, retriever.locate_weights.mass)
 
 
-def query_term_weights(retriever: Retriever, qs: QuerySignals) -> dict[str, float]:
-    """The query's words → idf in this genome, for the relevance half of each verdict.
+def query_term_weights(retriever: Retriever, qs: QuerySignals, project: str | None = None) -> dict[str, float]:
+    """The query's words → idf in the project that answered (`project`: "a" or "a,b"; None: the genome),
+    for the relevance half of each verdict (retrieve/silence_gate.py says why the project's own counts).
 
-    Both counts are the genome's exact ones, remembered per generation (a count of live genes
-    scans the genes table: ~80 ms at 100k genes, on every packet before).
+    The counts are exact, remembered per generation (a count of live genes scans the genes table:
+    ~80 ms at 100k genes, on every packet before).
     """
-    words = query_words(qs)
-    if not words:
-        return {}
-    genome = retriever.genome
-    return idf_weights(words, retriever.doc_counts.get(genome.conn, words), genome.live_gene_count())
+    return scoped_term_weights(retriever, qs, tuple(project.split(",")) if project else ())
 
 
 def point_at_symbols(packet: Packet, pointers: Sequence[Pointer], group_by: str = "symbol",

@@ -22,7 +22,7 @@ from helix_context.retrieve.fusion import FUSERS, blend_weights
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
-from helix_context.retrieve.scope import ProjectCatalog, Scope, contains, lead
+from helix_context.retrieve.scope import ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
 from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
@@ -312,19 +312,9 @@ class Retriever:
 
     def _lead(self, ranked: list[tuple[int, tuple[float, dict[str, float]]]]
               ) -> tuple[list[tuple[int, tuple[float, dict[str, float]]]], str | None]:
-        """Evidence-led scope: the ranking less the other projects' genes that do not clearly outscore
-        the leading project's best (retrieve/scope.py), and the leader's name."""
-        sizes = self.catalog.sizes()
-        if not sizes or not ranked:  # genes without projects only: nothing to choose between
-            return ranked, None
-        ids = [r for r, _ in ranked]
-        projects: dict[int, str | None] = {}
-        for name in sizes:
-            for rowid in contains(self.catalog.rowids([name]), ids):
-                projects[rowid] = name
-        found = lead([(r, v[0]) for r, v in ranked], projects)
-        keep = set(found.kept)
-        return [kv for kv in ranked if kv[0] in keep], found.project
+        """Evidence-led scope (retrieve/scope.py): the ranking it keeps, and the leader's name."""
+        kept, found = lead_ranking(self.genome, self.catalog, ranked)
+        return kept, found.project
 
 
 def _only(scores: dict[int, float], allowed: np.ndarray) -> dict[int, float]:

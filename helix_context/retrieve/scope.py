@@ -3,9 +3,18 @@
 Why: one genome holds several projects, and a question about one of them must not be
 answered from another's code because a common word matched there. A named scope
 (`project` on the API, `X-Helix-Project`, `--project`, the MCP client's roots) is a
-filter on the candidates. Without one, the project whose genes hold the most of the
+filter on the candidates. Without one, the project whose files hold the most of the
 ranking's evidence leads, and another project's gene stays only when its own score is
 clearly higher than the leader's best (`LEAD_MARGIN`). Nothing here knows any project.
+
+How the leader is chosen (`project_evidence`): the ranking's first LEAD_FILES files are
+read, each at its best gene's score, discounted by its rank among them (1/log2(rank+2),
+as in DCG), and a project counts its best LEAD_TOP files. Two things this guards against,
+both seen on benchmarks/bench_scoping.py's development questions: a long file cut into
+many genes (a docs page, a big test module) counted once per chunk, so one page's
+paragraphs outvoted the code file that answers; and a project with many middling matches
+(its common words are the question's words) outvoting the project with the one strong
+match. Ranks, not raw sums, make breadth count only when it is near the top.
 
 `ProjectCatalog` keeps each project's live gene ids and size per genome generation, so
 scoping costs a set lookup per candidate, not a query.
@@ -13,6 +22,7 @@ scoping costs a set lookup per candidate, not a query.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,10 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from helix_context.errors import InvalidRequest
+from helix_context.genome import symbols_sql
 from helix_context.genome.storage import GenomeStore
 
-LEAD_WINDOW = 30  # ranked genes whose projects are weighed to pick the leader
-LEAD_TOP = 5  # a project's evidence: the sum of its best few scores in the window
+LEAD_WINDOW = 60  # ranked genes read to find the ranking's first files
+LEAD_FILES = 10  # the ranking's first files (each at its best gene) weighed to pick the leader
+LEAD_TOP = 3  # a project counts at most its best few of them
 LEAD_MARGIN = 1.25  # another project's gene stays when it outscores the leader's best by this factor
 MAX_SCOPE_NAMES = 16
 MAX_WORD_COUNTS = 50_000  # remembered (projects, word) document counts per generation
@@ -146,24 +158,47 @@ class Lead:
     project: str | None  # None: no ranking, or genes without projects only
     kept: tuple[int, ...]  # rowids, in ranking order
     others: int  # genes of other projects that stayed because they outscored the leader clearly
+    evidence: tuple[tuple[str, float], ...] = ()  # each project's weighed evidence, strongest first
 
 
-def lead(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None]) -> Lead:
-    """Evidence-led scope: the project with the most score among the best-ranked genes leads.
+def project_evidence(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None],
+                     files: Mapping[int, str]) -> dict[str, float]:
+    """Each project's evidence: its best files among the ranking's first LEAD_FILES, rank-discounted.
+
+    A file is one piece of evidence at its best gene's score (`files`: rowid → source path; a gene
+    without one is its own file). Genes of no project take their ranks but count for nobody."""
+    evidence: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    seen: set[str] = set()
+    for rowid, score in ranked[:LEAD_WINDOW]:
+        key = files.get(rowid) or f"#{rowid}"
+        if key in seen:
+            continue
+        rank = len(seen)
+        if rank >= LEAD_FILES:
+            break
+        seen.add(key)
+        name = projects.get(rowid)
+        if name and counted.get(name, 0) < LEAD_TOP:
+            counted[name] = counted.get(name, 0) + 1
+            evidence[name] = evidence.get(name, 0.0) + score / math.log2(rank + 2)
+    return evidence
+
+
+def lead(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None],
+         files: Mapping[int, str] | None = None) -> Lead:
+    """Evidence-led scope: the project with the most evidence (`project_evidence`) leads.
 
     A gene of another project stays only when its score exceeds LEAD_MARGIN × the leader's best. A gene
     of no project (API text, session notes) is nobody's other project: it always stays."""
     if not ranked:
         return Lead(None, (), 0)
-    evidence: dict[str, list[float]] = {}
-    for rowid, score in ranked[:LEAD_WINDOW]:
-        name = projects.get(rowid)
-        if name:
-            evidence.setdefault(name, []).append(score)
+    evidence = project_evidence(ranked, projects, files or {})
     if not evidence:
         return Lead(None, tuple(r for r, _ in ranked), 0)
-    leader = max(evidence, key=lambda p: (sum(sorted(evidence[p], reverse=True)[:LEAD_TOP]), -len(p)))
-    best = max(evidence[leader])
+    order = sorted(evidence.items(), key=lambda kv: (-kv[1], kv[0]))
+    leader = order[0][0]
+    best = max(score for rowid, score in ranked if projects.get(rowid) == leader)
     kept: list[int] = []
     others = 0
     for rowid, score in ranked:
@@ -172,4 +207,24 @@ def lead(ranked: Sequence[tuple[int, float]], projects: Mapping[int, str | None]
         elif score > LEAD_MARGIN * best:
             kept.append(rowid)
             others += 1
-    return Lead(leader or None, tuple(kept), others)
+    return Lead(leader, tuple(kept), others, tuple((n, round(v, 6)) for n, v in order))
+
+
+Ranked = list[tuple[int, tuple[float, dict[str, float]]]]
+
+
+def lead_ranking(genome: GenomeStore, catalog: ProjectCatalog, ranked: Ranked) -> tuple[Ranked, Lead]:
+    """The fused ranking less the other projects' genes that do not clearly outscore the leading
+    project's best, and the Lead (who leads, on what evidence). Genes without projects only: unchanged."""
+    sizes = catalog.sizes()
+    if not sizes or not ranked:  # genes without projects only: nothing to choose between
+        return ranked, Lead(None, tuple(r for r, _ in ranked), 0)
+    ids = [r for r, _ in ranked]
+    projects: dict[int, str | None] = {}
+    for name in sizes:
+        for rowid in contains(catalog.rowids([name]), ids):
+            projects[rowid] = name
+    files = symbols_sql.gene_paths(genome.conn, ids[:LEAD_WINDOW])
+    found = lead([(r, v[0]) for r, v in ranked], projects, files)
+    keep = set(found.kept)
+    return [kv for kv in ranked if kv[0] in keep], found

@@ -1,5 +1,7 @@
 """Gathers what weigh/silence.py decides from: the query against the scoped project's own statistics.
 
+The same statistics weigh each packet item's relevance (`scoped_term_weights`, weigh/relevance.py).
+
 Why here: the numbers need the genome (a project's document count of each query word, its
 size, its genes' similarities), and weigh/ stays free of storage. Without a project (genes
 ingested without one, e.g. a corpus of API texts) the whole genome's statistics stand in.
@@ -15,7 +17,7 @@ import numpy as np
 from helix_context.genome.fts_text import fts_tokens
 from helix_context.models import QuerySignals, ScoredGene
 from helix_context.retrieve.scope import contains
-from helix_context.weigh.relevance import gene_words, query_words
+from helix_context.weigh.relevance import gene_words, idf_weights, query_words
 from helix_context.weigh.silence import Silence, SilenceRule, features, judge
 
 if TYPE_CHECKING:
@@ -49,12 +51,36 @@ def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndar
     return counts, len(allowed)
 
 
+def _allowed(retriever: Retriever, names: Sequence[str]) -> np.ndarray | None:
+    """The projects' live gene ids; None (the genome's statistics) without names or for genes of no project."""
+    allowed = retriever.catalog.rowids(names) if names else None
+    return None if allowed is not None and len(allowed) == 0 else allowed
+
+
+def project_word_counts(retriever: Retriever, words: Sequence[str], names: Sequence[str]
+                        ) -> tuple[dict[str, int], int]:
+    """(word → the projects' genes holding it, the projects' live genes): the statistics a question
+    scoped to `names` is judged against (no names: the whole genome's)."""
+    return _project_counts(retriever, words, _allowed(retriever, names), names)
+
+
+def scoped_term_weights(retriever: Retriever, qs: QuerySignals, names: Sequence[str]) -> dict[str, float]:
+    """The query's words → idf in the projects `names` (no names: the genome), for each item's relevance.
+
+    Why the project's own counts: a word another project uses everywhere is common in the genome but
+    may be what singles out the answer in this one, and a word only another project holds is absent
+    here (it weighs ABSENT_WORD_FACTOR × the highest): the item is judged as if its project were indexed alone."""
+    words = query_words(qs)
+    if not words:
+        return {}
+    counts, genes = project_word_counts(retriever, words, names)
+    return idf_weights(words, counts, genes)
+
+
 def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], items: Sequence[ScoredGene],
                 per_signal: dict[str, dict[int, float]], dense_on: bool, rule: SilenceRule = RULE) -> Silence:
     """Speak or stay silent for this query, judged against the projects `names` (empty: the genome)."""
-    allowed = retriever.catalog.rowids(names) if names else None
-    if allowed is not None and len(allowed) == 0:
-        allowed = None  # genes without a project: the genome's statistics
+    allowed = _allowed(retriever, names)
     words = query_words(qs)
     counts, genes = _project_counts(retriever, words, allowed, names)
     idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
