@@ -32,6 +32,12 @@ MRR@10 is printed, in the same run over the same files, for:
 * bm25s over the same function-level chunks.
 
 `--quick` prints only the strict lines (no re-embedding of the genome three ways).
+
+`--shapes` prints, instead, the configured model alone over the function-level
+chunks with each chunk's text read four ways (path and code; the code; the code
+without its docstring, as the trained model's pairs were cut; the digest) at 32,
+128 and 256 word pieces: whether a model reads code better from longer text or
+from the shape it was trained on (issue 23).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import os
 import sys
 import sysconfig
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -218,6 +225,50 @@ def dense_function_spans(roots: list[Path], embedder, cfg) -> dict[str, list[lis
     return out
 
 
+def strip_docstrings(code: str) -> str:
+    """The code without the docstrings of the functions and classes it defines (the training pairs' shape)."""
+    body = textwrap.dedent(code)
+    try:
+        tree = ast.parse(body)
+    except SyntaxError:
+        return body
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                drop.update(range(first.lineno - 1, first.end_lineno or first.lineno))
+    return "\n".join(line for i, line in enumerate(body.split("\n")) if i not in drop)
+
+
+SHAPE_BUDGETS = (32, 128, 256)
+
+
+def text_shapes(roots: list[Path], embedder) -> dict[str, float]:
+    """Strict MRR@10 of the model alone over function chunks, per chunk text shape and word-piece budget."""
+    from helix_context.ingest.embed_text import embedding_text
+    from helix_context.models import Gene
+
+    ids, texts = function_chunk_texts(roots)
+    codes = [t.split("\n", 1)[-1] for t in texts]
+    shapes = {
+        "path + code": texts,
+        "code": [textwrap.dedent(c) for c in codes],
+        "code without docstrings": [strip_docstrings(c) for c in codes],
+        "digest": [embedding_text(Gene(gene_id=str(i), content=c, content_type="code", project=None,
+                                       language="python", source_path=p, start_line=s, end_line=e))
+                   for i, ((p, s, e), c) in enumerate(zip(ids, codes, strict=True))],
+    }
+    queries = embedder.embed([q for q, _, _ in QUERIES])
+    out: dict[str, float] = {}
+    for label, chunk_texts in shapes.items():
+        for pieces in SHAPE_BUDGETS:
+            sims = queries @ embedder.embed(chunk_texts, pieces).T
+            out[f"{label} @{pieces}"] = round(strict_mrr([[ids[i] for i in np.argsort(-row)[:10]] for row in sims]), 3)
+            print(f"  {label + f' @{pieces}':<34}{out[f'{label} @{pieces}']:>7.3f}", file=sys.stderr, flush=True)
+    return out
+
+
 def pointer_spans(retriever, question: str) -> list[tuple[str, int, int]]:
     found = retriever.retrieve(question, max_genes=10, gate=False, pointers=True).pointers
     return [(p.path or "", p.start_line, p.end_line) for p in found[:10]]
@@ -265,9 +316,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--quick", action="store_true", help="only the strict MRR@10 lines")
+    parser.add_argument("--shapes", action="store_true",
+                        help="only the model alone over function chunks, per text shape and length")
     args = parser.parse_args()
     models = os.environ.get("HELIX_EMBEDDING_MODEL_DIR") or str(Path.home() / ".cache" / "helix-bench-models")
     os.environ["HELIX_EMBEDDING_MODEL_DIR"] = models
+    if args.shapes:
+        return shapes_main(Path(models), args.json)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HELIX_HOME"] = tmp
         from helix_context.config import load_config
@@ -336,6 +391,20 @@ def main() -> int:
         print(f"{r['label']:<34}{r['hybrid_ndcg10']:>16.3f}{dense:>15}{secs:>9}")
     print_strict(results)
     write_results(args.json, results)
+    return 0
+
+
+def shapes_main(models: Path, json_out: str | None) -> int:
+    from helix_context.config import load_config
+    from helix_context.ingest.embed import Embedder
+
+    cfg = load_config().embedding
+    embedder = Embedder.load(models, model=cfg.model, max_tokens=max(SHAPE_BUDGETS))
+    print(f"model alone over function chunks, strict MRR@10, model {embedder.model_name}:")
+    results = {"model": embedder.model_name, "shapes": text_shapes(corpus(), embedder)}
+    for key, value in results["shapes"].items():
+        print(f"  {key:<34}{value:>7.3f}")
+    write_results(json_out, results)
     return 0
 
 
