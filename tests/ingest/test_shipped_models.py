@@ -54,3 +54,18 @@ def test_the_shipped_minilm_is_what_the_builder_makes_from_the_registrys_weights
     assert shipped["model_name"] == embed_models.MINILM_NAME  # genomes embedded before keep their vectors
     for name in ("tokenizer.json", "config.json"):
         assert (tmp_path / name).read_bytes() == (embed_models.MINILM_DIR / name).read_bytes()
+
+
+def test_a_built_package_carries_both_models() -> None:
+    """A wheel or non-editable install holds only the package data pyproject names: each shipped model's
+    files must be among it, or an installed Helix runs without dense embeddings."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))[
+        "tool"]["setuptools"]["package-data"]["helix_context"]
+    package = REPO / "helix_context"
+    for folder in (embed_models.MINILM_DIR, embed_models.CODE_MODEL_DIR):
+        for path in folder.iterdir():
+            relative = path.relative_to(package).as_posix()
+            assert any(fnmatch.fnmatch(relative, g) for g in globs), f"{relative} is left out of the package"
