@@ -37,7 +37,7 @@ from helix_context.genome.vectors import EMBED_DIM, decode_vector, encode_vector
 from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
 from helix_context.genome.door_sqlite import SqliteDialect
-from helix_context.genome.write_door import WriteDoor
+from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
 from helix_context.models import Gene
 
 log = logging.getLogger("helix.genome")
@@ -48,7 +48,7 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
              ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
@@ -255,10 +255,6 @@ class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, Activ
 
     # ── files ──
 
-    def touch_file(self, record: FileRecord) -> None:
-        """The file's mtime moved but its bytes did not: remember the new mtime only."""
-        with self.transaction() as tx:
-            self._door.touch(tx, record)
 
     # ── writes (the rules are the write door's, shared with PostgreSQL: write_door.py) ──
 
@@ -354,10 +350,3 @@ class Genome(GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, Activ
         found = self.genes_by_rowid(rowids)
         return [found[r] for r in rowids if r in found]
 
-    def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
-        with self.transaction() as tx:
-            self._door.set_embeddings(tx, items)
-
-    def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
-        with self.transaction() as tx:
-            self._door.set_facts(tx, items)

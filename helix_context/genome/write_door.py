@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -318,3 +320,24 @@ class WriteDoor:
     def set_facts(tx: DoorTx, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
         tx.executemany("UPDATE genes SET facts = ? WHERE id = ?",
                        [(json.dumps([list(f) for f in facts]), rowid) for rowid, facts in items])
+
+
+class DoorWritesMixin:
+    """The genome methods that are one door call in one transaction, for both genomes (store.py, pg/store.py).
+    Needs `_door` and `transaction` from the genome."""
+
+    _door: WriteDoor
+    transaction: Callable[..., AbstractContextManager[Any]]
+
+    def touch_file(self, record: FileRecord) -> None:
+        """The file's mtime moved but its bytes did not: remember the new mtime only."""
+        with self.transaction() as tx:
+            self._door.touch(tx, record)
+
+    def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        with self.transaction() as tx:
+            self._door.set_embeddings(tx, items)
+
+    def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
+        with self.transaction() as tx:
+            self._door.set_facts(tx, items)

@@ -45,7 +45,7 @@ from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
 from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
-from helix_context.genome.write_door import WriteDoor
+from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
 from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
@@ -72,7 +72,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
@@ -228,9 +228,6 @@ class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, 
 
     # ── files ──
 
-    def touch_file(self, record: FileRecord) -> None:
-        with self.transaction() as tx:
-            self._door.touch(tx, record)
 
     # ── writes (the rules are the write door's, shared with SQLite: genome/write_door.py) ──
 
@@ -287,13 +284,6 @@ class PgGenome(GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, 
                                    "AND retired_at IS NULL ORDER BY id LIMIT %s", (limit,))
         return [row_to_gene(r) for r in rows]
 
-    def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
-        with self.transaction() as tx:
-            self._door.set_embeddings(tx, items)
-
-    def set_facts(self, items: Sequence[tuple[int, Sequence[tuple[str, str]]]]) -> None:
-        with self.transaction() as tx:
-            self._door.set_facts(tx, items)
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
