@@ -14,8 +14,9 @@ The icon classes are pystray's, with what Helix needs on top:
   session (no notification service) only turns notifications off;
 - xorg (XEmbed): the icon window asks for button presses (pystray's does not, so
   clicks were lost); a left click runs the default action, a right click posts
-  Helix's own Tk menu (launcher.popup) at the pointer; a stop always ends the
-  loop (see _XorgMixin.stop);
+  Helix's own Tk menu (launcher.popup) at the pointer; the icon docks in the
+  loop's own thread and the loop never sleeps on a queued event; a stop always
+  ends the loop (see _XorgMixin.stop);
 - win32: the message loop wakes every 100 ms, so Ctrl-C / Ctrl-Break handlers run.
 """
 
@@ -24,12 +25,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import select
 import shutil
 import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 log = logging.getLogger("helix.tray")
 
@@ -141,6 +143,32 @@ class _XorgMixin(_HelixIconMixin):
 
     def _on_button_press(self, event: Any) -> None:
         on_click(self, event.detail, event.root_x, event.root_y)
+
+    def _run(self) -> None:
+        # pystray marks the loop ready before it records the loop's thread, and its setup thread then
+        # docks the icon by a message through the X server and a reply queue that every caller shares.
+        # On a loaded machine that first hand-over was seen to wait until the stop: an icon that never
+        # docked. Docking here, in the loop's own thread before the loop starts, needs no hand-over;
+        # the setup thread's `visible = True` then finds the icon shown already.
+        self._thread = threading.current_thread()
+        self._update_icon()  # type: ignore[attr-defined]  # pystray's backend method: draws and docks
+        self._show()  # type: ignore[attr-defined]  # pystray's backend method (runs directly in this thread)
+        self._visible = True
+        self._mark_ready()
+        self._mainloop()  # type: ignore[attr-defined]  # pystray's backend loop
+
+    def _events(self) -> Iterator[Any]:
+        """X events, waiting at most 0.5 s at a time: an event that another thread's flush read into
+        Xlib's queue while this thread sat in select() is handled within 0.5 s, never left there."""
+        display = self._display  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
+        while True:
+            try:
+                while display.pending_events():
+                    yield display.next_event()
+                select.select([display], [], [], 0.5)
+            except Exception:  # Xlib's ConnectionClosedError, OSError: the connection closed, the icon is gone
+                log.debug("the X connection closed", exc_info=True)
+                return
 
     def _update_menu(self) -> None:
         pass  # the pop-up collects its entries when it opens
