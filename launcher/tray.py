@@ -191,10 +191,11 @@ class TrayApp:
         state = icon_state(snap)
         try:
             if state != self._state:
-                # title first: pystray's xorg backend sets the window name without flushing the display;
-                # the icon update that follows draws and flushes, carrying the new name with it
-                icon.title = self.title(snap)
+                # the icon first, then the name: a user (and the tray tests) read the state from the name,
+                # so it changes only once the icon is drawn in the new colour. The XEmbed loop sends the
+                # name at its next wait (it flushes every time it waits, at least every 0.5 s)
                 icon.icon = make_icon(state)
+                icon.title = self.title(snap)
                 # only now: an update that failed (the icon window not ready yet) is retried on the
                 # next snapshot instead of being taken as done
                 self._state = state
