@@ -43,9 +43,12 @@ for _langs, _patterns in (
     for _lang in _langs.split():
         _COMMENTS[_lang] = _patterns
 
+# a definition's name is followed by code (a parameter list, a base, a body, generics) or ends the line:
+# prose in a docstring ("the type of handler to create") starts lines with these keywords too
 _DEFINED = re.compile(
     r"^[ \t]*(?:(?:export|pub|public|private|protected|static|async|abstract|final|default)[ \t]+)*"
-    r"(?:def|class|function|func|fn|interface|struct|enum|trait|impl|module|type)[ \t]+([A-Za-z_]\w*)",
+    r"(?:def|class|function|func|fn|interface|struct|enum|trait|impl|module|type)[ \t]+([A-Za-z_]\w*)"
+    r"(?=[ \t]*(?:[(<:{=\[;,]|$|(?:extends|implements|for|where|struct|interface|with|derives)\b))",
     re.MULTILINE)
 _MAX_NAMES = 6
 _MAX_COMMENT_CHARS = 600  # far more than 32 pieces: the cap is the embedder's, this only bounds the work

@@ -58,3 +58,12 @@ def test_code_and_prose_have_their_own_word_piece_caps() -> None:
     cfg = load_config().replace(embedding={"max_tokens": 100, "code_max_tokens": 20}).embedding
     assert embedding_tokens(_gene(PY, "code", "python", "a.py", None), cfg) == 20
     assert embedding_tokens(_gene("words", "markdown", None, "a.md", None), cfg) == 100
+
+
+def test_docstring_words_after_a_keyword_are_not_defined_names() -> None:
+    """`basicConfig`'s docstring has a line starting "type of": "of" is no name the gene defines."""
+    code = ('def basic_config(**kwargs):\n    """Set up the root logger.\n\n    filemode  The\n'
+            '              type of file to open.\n    class of the handler to make\n    """\n'
+            'class Loader(Base):\n    pass\n')
+    head = embedding_text(_gene(code, "code", "python", "/src/log/setup.py", None)).split("\n", 1)[0]
+    assert head == "log setup | basic config, loader"
