@@ -319,10 +319,8 @@ def main() -> int:
     parser.add_argument("--shapes", action="store_true",
                         help="only the model alone over function chunks, per text shape and length")
     args = parser.parse_args()
-    models = os.environ.get("HELIX_EMBEDDING_MODEL_DIR") or str(Path.home() / ".cache" / "helix-bench-models")
-    os.environ["HELIX_EMBEDDING_MODEL_DIR"] = models
     if args.shapes:
-        return shapes_main(Path(models), args.json)
+        return shapes_main(args.json)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HELIX_HOME"] = tmp
         from helix_context.config import load_config
@@ -394,12 +392,12 @@ def main() -> int:
     return 0
 
 
-def shapes_main(models: Path, json_out: str | None) -> int:
+def shapes_main(json_out: str | None) -> int:
     from helix_context.config import load_config
     from helix_context.ingest.embed import Embedder
 
     cfg = load_config().embedding
-    embedder = Embedder.load(models, model=cfg.model, max_tokens=max(SHAPE_BUDGETS))
+    embedder = Embedder.load(model=cfg.model, max_tokens=max(SHAPE_BUDGETS))
     print(f"model alone over function chunks, strict MRR@10, model {embedder.model_name}:")
     results = {"model": embedder.model_name, "shapes": text_shapes(corpus(), embedder)}
     for key, value in results["shapes"].items():

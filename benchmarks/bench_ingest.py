@@ -127,8 +127,6 @@ def main() -> int:
     n_files, n_bytes = raw_size(paths)
     print(f"corpus: {', '.join(PACKAGES)} from {paths[0].parent} — {n_files} files, {n_bytes / 1e6:.2f} MB",
           file=sys.stderr)
-    models = os.environ.get("HELIX_EMBEDDING_MODEL_DIR") or str(Path.home() / ".cache" / "helix-bench-models")
-    os.environ["HELIX_EMBEDDING_MODEL_DIR"] = models
     results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

@@ -242,7 +242,6 @@ def prepare_work(work: Path, data: Path) -> Path:
     """The work folder's HELIX_HOME and bare clone of the bundle; returns the clone."""
     work.mkdir(parents=True, exist_ok=True)
     os.environ["HELIX_HOME"] = str(work / "home")
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     bare = work / "repo.git"
     if not bare.exists():
         subprocess.run(["git", "clone", "-q", "--bare", str(data / "sympy.bundle"), str(bare)], check=True)

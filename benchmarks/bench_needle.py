@@ -134,7 +134,6 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--no-embed", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         root = tmp_path / "haystack"

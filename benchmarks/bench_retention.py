@@ -168,8 +168,7 @@ def main() -> int:
     parser.add_argument("--prune-every", default="25")
     parser.add_argument("--sample-ms", type=float, default=50.0, help="how often the peak sampler reads the genome")
     parser.add_argument("--full", action="store_true",
-                        help="with the optional parts of helix.toml (embeddings, NER, headroom) instead of none; "
-                             "set HELIX_EMBEDDING_MODEL_DIR to a converted model cache")
+                        help="with the optional parts of helix.toml (embeddings, NER, headroom) instead of none")
     args = parser.parse_args()
     on = {"COACTIVATION_PER_GENE": args.per_gene, "MAX_SESSIONS": args.max_sessions,
           "MAX_BUFFER_ROWS": args.max_buffer_rows, "PRUNE_EVERY": args.prune_every}

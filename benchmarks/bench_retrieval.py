@@ -163,7 +163,6 @@ def main() -> int:
     corpus, queries, qrels = load_beir(args.dataset, args.split)
     print(f"{args.dataset.name}: {len(corpus)} docs, {len(queries)} {args.split} queries", file=sys.stderr)
 
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     results: dict = {"dataset": args.dataset.name, "split": args.split}
     results["bm25s"] = bm25_baseline(corpus, queries, qrels)
 

@@ -286,7 +286,6 @@ def main() -> int:
     parser.add_argument("--embed", action="store_true", help="retrieve with the dense signal too (slower ingest)")
     parser.add_argument("--claims", type=int, default=150, help="SciFact claims per set")
     args = parser.parse_args()
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     corpus, test_queries, qrels = load_beir(args.scifact, "test")
     _, train_queries, _ = load_beir(args.scifact, "train")
     results: dict[str, Any] = {}

@@ -116,7 +116,6 @@ def collect_stdlib(args: argparse.Namespace) -> int:
     work: Path = args.keep
     work.mkdir(parents=True, exist_ok=True)
     os.environ["HELIX_HOME"] = str(work / "home-stdlib")
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     from helix_context.config import load_config
     from helix_context.manager import HelixContextManager
     from helix_context.retrieve.locate import span_scores
