@@ -1,6 +1,7 @@
 """The team genome on PostgreSQL against the SQLite genome, in one run on one machine.
 
     python benchmarks/bench_team.py [--genes 10000] [--requests 200] [--clients 1,4,8] [--procs] [--parity] [--json OUT]
+    python benchmarks/bench_team.py --ingest-only [--genes 10000]
     python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed] [--parity-sets …]
 
 Builds the haystack of bench_server.py (bench_needle.make_haystack: Python modules, configs,
@@ -156,27 +157,32 @@ def server_cpu_s(data_dir: Path) -> float:
 
 
 class StatementCounter:
-    """Counts the statements this process sends to PostgreSQL (each is one round trip)."""
+    """Counts the statements this process sends to PostgreSQL (each is one round trip): every cursor's
+    execute / executemany (a connection's execute goes through one) and psycopg's own transaction
+    commands (BEGIN, COMMIT, SAVEPOINT of `conn.transaction()`)."""
 
     def __init__(self) -> None:
         import psycopg
 
         self.count = 0
-        self._cls = psycopg.Connection
-        self._orig = psycopg.Connection.execute
+        self._hooks = [(psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"),
+                       (psycopg.Connection, "_exec_command")]
+        self._orig = [getattr(cls, name) for cls, name in self._hooks]
 
     def __enter__(self) -> StatementCounter:
-        orig = self._orig
+        def counting(orig: Any) -> Any:
+            def counted(obj: Any, *args: Any, **kw: Any) -> Any:
+                self.count += 1
+                return orig(obj, *args, **kw)
+            return counted
 
-        def counted(conn: Any, *args: Any, **kw: Any) -> Any:
-            self.count += 1
-            return orig(conn, *args, **kw)
-
-        self._cls.execute = counted  # type: ignore[method-assign]  # measuring only, restored on exit
+        for (cls, name), orig in zip(self._hooks, self._orig, strict=True):
+            setattr(cls, name, counting(orig))  # measuring only, restored on exit
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._cls.execute = self._orig  # type: ignore[method-assign]  # restore
+        for (cls, name), orig in zip(self._hooks, self._orig, strict=True):
+            setattr(cls, name, orig)
 
 
 def _client_process(url: str, env: dict[str, str], qs: list[str], offset: int, per_client: int,
@@ -233,6 +239,7 @@ def main() -> int:
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--procs", action="store_true", help="each client a process of its own (else threads)")
     ap.add_argument("--no-lexical-choice", action="store_true", help="skip the postings / tsvector comparison")
+    ap.add_argument("--ingest-only", action="store_true", help="only ingest MB/s and size per raw MB (no questions)")
     ap.add_argument("--parity", action="store_true", help="also the parity table (team_parity.py)")
     ap.add_argument("--parity-only", action="store_true", help="only the parity table")
     ap.add_argument("--parity-queries", type=int, default=300, help="SciFact test questions asked")
@@ -309,6 +316,10 @@ def speed(args: argparse.Namespace, settings: Any, admin: str, work: Path) -> di
     print(f"ingest MB/s: sqlite {raw_mb / lite_s:.2f}, postgres {raw_mb / pg_s:.2f} "
           f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5)")
     print(f"size per raw MB: sqlite {lite_bytes / raw:.2f}, postgres {pg_bytes / raw:.2f}", flush=True)
+    if args.ingest_only:
+        team.close()
+        lite.close()
+        return results
     qs = queries(max(200, args.requests))
     if not args.no_lexical_choice:
         results["lexical"] = lexical_choice(lite, team, url, qs[:100])

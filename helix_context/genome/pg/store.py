@@ -200,14 +200,22 @@ class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin
         Why: a question reads in several statements (postings, vectors, genes, spans); without one
         snapshot, another backend's re-index committing between them can delete the genes a search just
         found, and the answer comes back empty. Nested use (already in a transaction) keeps the outer one.
+
+        One BEGIN that names the level (the connection is in autocommit, so the statement is ours to
+        send): two round trips per question, where psycopg's transaction() and a SET TRANSACTION took three.
         """
         raw = self._raw()
         if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             yield
             return
-        with raw.transaction():
-            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
             yield
+        except BaseException:
+            if not (raw.closed or raw.broken):
+                raw.execute("ROLLBACK")
+            raise
+        raw.execute("COMMIT")
 
     def connection_state(self) -> dict[str, Any]:
         """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""
