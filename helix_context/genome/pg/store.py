@@ -40,6 +40,7 @@ from helix_context.genome.pg.door import PgDialect
 from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.pg.learning import PgLearningMixin
 from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
@@ -72,7 +73,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
