@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from helix_context.genome.retention import PartyScope, PruneReport, WriteCaps
 from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
+
+if TYPE_CHECKING:
+    from helix_context.genome.portable_sql import ExportReads
 
 
 class DenseIndex(Protocol):
@@ -67,6 +70,10 @@ class GenomeStore(Protocol):
         ...
 
     def generation(self) -> int: ...
+
+    def export_reads(self) -> AbstractContextManager[ExportReads]:
+        """Every row `helix export` writes, read in one snapshot (portable/export.py)."""
+        ...
 
     def close(self) -> None: ...
 

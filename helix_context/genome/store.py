@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
 from helix_context.genome.door_sqlite import SqliteDialect
 from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
 from helix_context.models import Gene
+
+if TYPE_CHECKING:
+    from helix_context.genome.portable_sql import ExportReads
 
 log = logging.getLogger("helix.genome")
 MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
@@ -204,6 +208,12 @@ class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, Rete
         """Nothing to open: this process's writers and readers share one connection under a lock, and a
         file's genes are replaced in one transaction (the team genome needs it: pg/store.py)."""
         return nullcontext()
+
+    def export_reads(self) -> AbstractContextManager[ExportReads]:
+        """What `helix export` reads, in one read transaction (portable_sql.py)."""
+        from helix_context.genome import portable_sql  # it imports this module
+
+        return portable_sql.export_reads(self)
 
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:

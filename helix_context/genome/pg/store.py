@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,6 +41,7 @@ from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.pg.learning import PgLearningMixin
+from helix_context.genome.pg.portable import PgExportReads, export_reads
 from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
@@ -217,6 +218,10 @@ class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin
                 raw.execute("ROLLBACK")
             raise
         raw.execute("COMMIT")
+
+    def export_reads(self) -> AbstractContextManager[PgExportReads]:
+        """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""
+        return export_reads(self, self._raw)
 
     def connection_state(self) -> dict[str, Any]:
         """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""
