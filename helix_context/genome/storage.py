@@ -18,7 +18,7 @@ below the methods on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +27,7 @@ import numpy as np
 from helix_context.errors import GenomeError
 from helix_context.genome.ann import Hits
 from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
+from helix_context.genome.renames import RenameReport
 from helix_context.config import RetentionSettings
 from helix_context.genome.retention import PartyScope, PruneReport, WriteCaps
 from helix_context.genome.sources_sql import SourceRow
@@ -91,6 +92,10 @@ class GenomeStore(Protocol):
     def replace_sources(self, writes: Sequence[SourceWrite]) -> list[WriteResult | GenomeError]: ...
 
     def retire_source(self, path: str) -> int: ...
+
+    def rename_under(self, folder: str, new_name: Callable[[str], str | None]) -> RenameReport:
+        """Stored paths under `folder` take `new_name(path)`, in one transaction (genome/renames.py)."""
+        ...
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None: ...
 

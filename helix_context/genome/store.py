@@ -39,6 +39,7 @@ from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
 from helix_context.genome.door_sqlite import SqliteDialect
 from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
+from helix_context.genome.renames import RenamesMixin
 from helix_context.models import Gene
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+class Genome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
              ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 

@@ -48,6 +48,7 @@ from helix_context.genome.pg.maintenance import PgMaintenanceMixin
 from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
+from helix_context.genome.renames import RenamesMixin
 from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
@@ -74,7 +75,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
