@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from helix_context.errors import GenomeError, GenomeVersionError
-from helix_context.genome import symbols_sql
+from helix_context.genome.lexicon import LexiconMixin
+from helix_context.genome.symbols_sql import SymbolReadsMixin
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.activity_sql import ActivityMixin
@@ -53,7 +54,7 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
              ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
@@ -260,7 +261,7 @@ class Genome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, FullTextMixin, Learn
         if cached is not None and cached[0] == generation:
             return cached[1]
         with closing(scan_connection(self.path, immutable=self.disk_full)) as conn:  # a full scan: never through the map (scan.py)
-            n = symbols_sql.live_gene_count(conn)
+            n = int(conn.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL").fetchone()[0])
         self._live_count = (generation, n)
         return n
 

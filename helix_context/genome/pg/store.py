@@ -41,6 +41,9 @@ from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
 from helix_context.genome.pg.learning import PgLearningMixin
+from helix_context.genome.pg.counts import PgCountsMixin
+from helix_context.genome.symbols_sql import SymbolReadsMixin
+from helix_context.genome.lexicon import LexiconMixin
 from helix_context.genome.pg.portable import PgExportReads, export_reads
 from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
@@ -75,7 +78,7 @@ class PgTx:
         return cur
 
 
-class PgGenome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
@@ -126,7 +129,7 @@ class PgGenome(DoorWritesMixin, RenamesMixin, GeneReadsMixin, PgVectorModelMixin
 
     @property
     def conn(self) -> QmarkConnection:
-        return QmarkConnection(self._raw(), self._stats, self._kinds, self._postings)
+        return QmarkConnection(self._raw())
 
     def close(self) -> None:
         if self._listener is not None:
