@@ -30,7 +30,7 @@ from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.pg.link import Link
-from helix_context.genome.pg.qmark import QmarkConnection
+from helix_context.genome.pg.qmark import QmarkConnection, bind, rewrite
 from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
@@ -64,17 +64,21 @@ _RETRIES = 5  # a deadlock or serialization failure between two writers: the bat
 
 class PgTx:
     """The open write transaction, taking the `?` placeholders of the shared SQL (write_door.py,
-    sources_sql.py …) as well as psycopg's own `%s`."""
+    sources_sql.py, learning.py …) as well as psycopg's own `%s`. An `IN (?, …)` list becomes one
+    array (qmark.py), so a statement has one text whatever the list's length and the server keeps
+    it prepared: a question's delivery record sends a list of its genes three times."""
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.conn = raw
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.conn.execute(sql.replace("?", "%s"), list(args))
+        text, slots = rewrite(sql)
+        return self.conn.execute(text, bind(slots, list(args)) if slots else list(args))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[tuple[Any, ...]]:
+        text, slots = rewrite(sql)
         cur = self.conn.cursor()
-        cur.executemany(sql.replace("?", "%s"), list(rows))
+        cur.executemany(text, [bind(slots, list(r)) for r in rows] if slots else [list(r) for r in rows])
         return cur
 
 
