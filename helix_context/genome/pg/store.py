@@ -60,6 +60,8 @@ log = logging.getLogger("helix.genome")
 
 _T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
+_BEGIN_WRITE = (f"BEGIN; SELECT pg_advisory_xact_lock_shared({MIGRATE_LOCK}); "
+                "SELECT value FROM helix_meta WHERE key = 'schema_version'")
 
 
 class PgTx:
@@ -178,20 +180,18 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[PgTx]:
-        """One PostgreSQL transaction; refused when the schema is newer than this Helix (see schema.py)."""
+        """One PostgreSQL transaction; refused when the schema is newer than this Helix (see schema.py).
+
+        It opens with one round trip: BEGIN, the migration lock taken shared (a migration, which takes it
+        exclusively, waits for open writes and they for it) and the schema version read. The shared lock
+        replaced a FOR SHARE on the version's row: every write of every backend locked that one row, a
+        multixact per concurrent writer (each question's delivery record is a write)."""
         if self.readonly:
             raise GenomeError(f"team genome {self.path} is open read-only")
         raw = self._raw()
         with self._write_lock:
             try:
-                with raw.transaction():
-                    row = raw.execute("SELECT value FROM helix_meta WHERE key = 'schema_version' FOR SHARE").fetchone()
-                    version = int(row[0]) if row else 0
-                    if version > SCHEMA_VERSION:
-                        raise GenomeVersionError(
-                            f"team genome {self.path} was migrated to schema version {version} by a newer Helix "
-                            f"(this one knows up to {SCHEMA_VERSION}): writes are refused so they cannot damage it. "
-                            "Upgrade helix-context on this machine; reading still works.")
+                with self._opened(raw):
                     yield PgTx(raw)
                 if changes_genes:  # after the commit, so no reader caches the old data under the new number
                     generation = announce_change(raw)
@@ -202,6 +202,27 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
             except psycopg.OperationalError as exc:
                 raise GenomeError(f"team genome {self.path}: the write failed ({exc}); "
                                   "nothing of it was stored, run it again") from None
+
+    @contextmanager
+    def _opened(self, raw: psycopg.Connection[tuple[Any, ...]]) -> Iterator[None]:
+        """BEGIN … COMMIT (ROLLBACK on any error), refused when a newer Helix migrated the schema."""
+        cur = raw.execute(_BEGIN_WRITE, prepare=False)  # three statements: the simple protocol, never prepared
+        try:
+            while cur.nextset():
+                pass  # to the last statement's result: the version
+            row = cur.fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise GenomeVersionError(
+                    f"team genome {self.path} was migrated to schema version {version} by a newer Helix "
+                    f"(this one knows up to {SCHEMA_VERSION}): writes are refused so they cannot damage it. "
+                    "Upgrade helix-context on this machine; reading still works.")
+            yield
+        except BaseException:
+            if not (raw.closed or raw.broken) and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raw.execute("ROLLBACK")
+            raise
+        raw.execute("COMMIT")
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:

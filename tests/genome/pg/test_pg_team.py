@@ -243,3 +243,22 @@ def test_a_questions_snapshot_is_one_repeatable_read_only_transaction(pg_url: st
         assert raw.execute("SELECT value FROM helix_meta WHERE key = 'snapshot_probe'").fetchone() == ("x",)
     finally:
         genome.close()
+
+
+def test_an_open_write_holds_off_a_migration_without_locking_a_row(pg_url: str) -> None:
+    """A write transaction takes the migration lock shared (one round trip with BEGIN and the version
+    check): a migrating backend cannot start until it ends, and two writers never wait on each other."""
+    from helix_context.genome.pg.schema import MIGRATE_LOCK
+
+    first, second = PgGenome(pg_url, listen=False), PgGenome(pg_url, listen=False)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as migrator:
+            with first.transaction(changes_genes=False), second.transaction(changes_genes=False):
+                assert migrator.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATE_LOCK,)).fetchone() == (False,)
+                locked = migrator.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'tuple' "
+                                          "OR (locktype = 'transactionid' AND NOT granted)").fetchone()
+                assert locked == (0,), "no row lock, nobody waiting"
+            assert migrator.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATE_LOCK,)).fetchone() == (True,)
+    finally:
+        first.close()
+        second.close()
