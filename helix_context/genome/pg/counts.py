@@ -9,7 +9,7 @@ lexical.py's tokenizer, so the numbers are the ones FTS5 gives.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helix_context.genome.pg import lexical
@@ -23,8 +23,7 @@ class PgCountsMixin:
     _stats: ReadStats
     _kinds: CodeKinds
     _postings: PostingSets
-
-    def _raw(self) -> Any: ...
+    _raw: Callable[[], Any]  # PgGenome's: this thread's connection
 
     def prefetch_counts(self, words: Iterable[str]) -> None:
         """Read the document counts of all these words in one statement (before asking for each)."""
