@@ -206,8 +206,8 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
     @contextmanager
     def _opened(self, raw: psycopg.Connection[tuple[Any, ...]]) -> Iterator[None]:
         """BEGIN … COMMIT (ROLLBACK on any error), refused when a newer Helix migrated the schema."""
-        cur = raw.execute(_BEGIN_WRITE, prepare=False)  # three statements: the simple protocol, never prepared
         try:
+            cur = raw.execute(_BEGIN_WRITE, prepare=False)  # three statements: the simple protocol, never prepared
             while cur.nextset():
                 pass  # to the last statement's result: the version
             row = cur.fetchone()
