@@ -1,6 +1,7 @@
 """The team genome on PostgreSQL against the SQLite genome, in one run on one machine.
 
     python benchmarks/bench_team.py [--genes 10000] [--requests 200] [--clients 1,4,8] [--procs] [--parity] [--json OUT]
+    python benchmarks/bench_team.py --ingest-only [--genes 10000]
     python benchmarks/bench_team.py --parity-only [--parity-queries 300] [--parity-loc 3] [--no-embed] [--parity-sets …]
 
 Builds the haystack of bench_server.py (bench_needle.make_haystack: Python modules, configs,
@@ -62,10 +63,23 @@ def corpus(root: Path, genes: int) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def timed_ingest(helix: Any, root: Path) -> float:
+def own_cpu_s() -> float:
+    """CPU seconds of this process and its children still running (the parse workers), user + system."""
+    import psutil
+
+    me = psutil.Process()
+    return sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)]
+               if "postgres" not in (p.name() or ""))
+
+
+def timed_ingest(helix: Any, root: Path, data_dir: Path | None = None) -> tuple[float, float]:
+    """Wall seconds of the ingest, and the CPU seconds it took: this process, its parse workers and,
+    with `data_dir`, the PostgreSQL server (on a shared machine the CPU is the steadier figure)."""
+    cpu = own_cpu_s() + (server_cpu_s(data_dir) if data_dir else 0.0)
     t = time.perf_counter()
     helix.ingest_path(root, embed=False)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    return wall, own_cpu_s() + (server_cpu_s(data_dir) if data_dir else 0.0) - cpu
 
 
 def drive(helix: Any, qs: list[str], clients: int, per_client: int) -> dict[str, float]:
@@ -156,27 +170,32 @@ def server_cpu_s(data_dir: Path) -> float:
 
 
 class StatementCounter:
-    """Counts the statements this process sends to PostgreSQL (each is one round trip)."""
+    """Counts the statements this process sends to PostgreSQL (each is one round trip): every cursor's
+    execute / executemany (a connection's execute goes through one) and psycopg's own transaction
+    commands (BEGIN, COMMIT, SAVEPOINT of `conn.transaction()`)."""
 
     def __init__(self) -> None:
         import psycopg
 
         self.count = 0
-        self._cls = psycopg.Connection
-        self._orig = psycopg.Connection.execute
+        self._hooks = [(psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"),
+                       (psycopg.Connection, "_exec_command")]
+        self._orig = [getattr(cls, name) for cls, name in self._hooks]
 
     def __enter__(self) -> StatementCounter:
-        orig = self._orig
+        def counting(orig: Any) -> Any:
+            def counted(obj: Any, *args: Any, **kw: Any) -> Any:
+                self.count += 1
+                return orig(obj, *args, **kw)
+            return counted
 
-        def counted(conn: Any, *args: Any, **kw: Any) -> Any:
-            self.count += 1
-            return orig(conn, *args, **kw)
-
-        self._cls.execute = counted  # type: ignore[method-assign]  # measuring only, restored on exit
+        for (cls, name), orig in zip(self._hooks, self._orig, strict=True):
+            setattr(cls, name, counting(orig))  # measuring only, restored on exit
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._cls.execute = self._orig  # type: ignore[method-assign]  # restore
+        for (cls, name), orig in zip(self._hooks, self._orig, strict=True):
+            setattr(cls, name, orig)
 
 
 def _client_process(url: str, env: dict[str, str], qs: list[str], offset: int, per_client: int,
@@ -233,6 +252,7 @@ def main() -> int:
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--procs", action="store_true", help="each client a process of its own (else threads)")
     ap.add_argument("--no-lexical-choice", action="store_true", help="skip the postings / tsvector comparison")
+    ap.add_argument("--ingest-only", action="store_true", help="only ingest MB/s and size per raw MB (no questions)")
     ap.add_argument("--parity", action="store_true", help="also the parity table (team_parity.py)")
     ap.add_argument("--parity-only", action="store_true", help="only the parity table")
     ap.add_argument("--parity-queries", type=int, default=300, help="SciFact test questions asked")
@@ -284,7 +304,7 @@ def speed(args: argparse.Namespace, settings: Any, admin: str, work: Path) -> di
     raw = corpus(work / "corpus", args.genes)
     raw_mb = raw / 2**20
     lite = HelixContextManager(settings)
-    lite_s = timed_ingest(lite, work / "corpus")
+    lite_s, lite_cpu = timed_ingest(lite, work / "corpus")
     db = settings.genome_path
     wal = Path(str(db) + "-wal")
     lite_bytes = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
@@ -297,18 +317,24 @@ def speed(args: argparse.Namespace, settings: Any, admin: str, work: Path) -> di
     team = HelixContextManager(team_settings, genome=open_genome(team_settings))
     with psycopg.connect(url, autocommit=True) as conn:
         empty = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
-    pg_s = timed_ingest(team, work / "corpus")
+    pg_s, pg_cpu = timed_ingest(team, work / "corpus", work / "pgdata")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")  # the ingest's dirty pages are written now, not during the timed questions
         pg_bytes = int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]) - empty
     results["ingest"] = {"raw_mb": round(raw_mb, 2), "genes": genes,
                          "sqlite_mb_s": round(raw_mb / lite_s, 2), "postgres_mb_s": round(raw_mb / pg_s, 2),
-                         "ratio": round(lite_s / pg_s, 2)}
+                         "ratio": round(lite_s / pg_s, 2), "sqlite_cpu_s_per_mb": round(lite_cpu / raw_mb, 2),
+                         "postgres_cpu_s_per_mb": round(pg_cpu / raw_mb, 2), "cpu_ratio": round(lite_cpu / pg_cpu, 2)}
     results["size_per_raw_mb"] = {"sqlite": round(lite_bytes / raw, 2), "postgres": round(pg_bytes / raw, 2)}
     print(f"ingest MB/s: sqlite {raw_mb / lite_s:.2f}, postgres {raw_mb / pg_s:.2f} "
-          f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5)")
+          f"(postgres/sqlite {lite_s / pg_s:.2f}; target >= 0.5); CPU s per raw MB (client, parse workers, "
+          f"server): sqlite {lite_cpu / raw_mb:.2f}, postgres {pg_cpu / raw_mb:.2f} (ratio {lite_cpu / pg_cpu:.2f})")
     print(f"size per raw MB: sqlite {lite_bytes / raw:.2f}, postgres {pg_bytes / raw:.2f}", flush=True)
+    if args.ingest_only:
+        team.close()
+        lite.close()
+        return results
     qs = queries(max(200, args.requests))
     if not args.no_lexical_choice:
         results["lexical"] = lexical_choice(lite, team, url, qs[:100])

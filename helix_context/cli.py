@@ -274,17 +274,18 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # ── export / import ──
 
 
-def _portable(args: argparse.Namespace, action: Any) -> int:
+def _portable(args: argparse.Namespace, action: Any, *, team: bool = True) -> int:
+    """Run an export (either backend) or an import (`team=False`: a SQLite genome only) and print its summary."""
     from helix_context.portable import format_summary
 
     from helix_context.genome.store import Genome
 
     helix = _manager(args)
     try:
-        if not isinstance(helix.genome, Genome):  # the file format is a SQLite snapshot (portable/)
-            print("export and import work on a SQLite genome; for a team genome, copy it to a file first "
-                  "(helix genome copy --to FILE.db), export that, and copy an imported file back with "
-                  "helix genome copy --to postgresql://…", file=sys.stderr)
+        if not team and not isinstance(helix.genome, Genome):  # import writes SQLite rows (portable_sql.py)
+            print("import works on a SQLite genome; for a team genome, import into a file first "
+                  "(HELIX_GENOME_URL= helix import … with [genome] path set to a new file), then copy that "
+                  "into an empty database with helix genome copy --to postgresql://…", file=sys.stderr)
             return 2
         summary = action(helix.genome)
     finally:
@@ -311,7 +312,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     return _portable(args, lambda genome: import_genome(
         genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
         ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
-        check_folder=lambda path: resolve_folder(path, home=settings.home)))
+        check_folder=lambda path: resolve_folder(path, home=settings.home)), team=False)
 
 
 def cmd_genome_copy(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from helix_context.errors import GenomeError
-from helix_context.genome import symbols_sql
 from helix_context.genome.records import FileRecord, SourceWrite
 from helix_context.genome.storage import GenomeStore
 from helix_context.models import Gene, Symbol
@@ -28,7 +27,7 @@ FILES_PER_BATCH = 32
 def _file_genes(src: GenomeStore, path: str) -> list[tuple[Gene, np.ndarray | None]]:
     """The file's genes with their spans *in this file* and the symbols that start in them."""
     symbols: dict[int, list[Symbol]] = {}
-    for row in symbols_sql.symbols_of_path(src.conn, path):
+    for row in src.symbols_of_path(path):
         symbols.setdefault(row.gene, []).append(Symbol(row.name, row.kind, row.start_line, row.end_line))
     out: list[tuple[Gene, np.ndarray | None]] = []
     for gene in src.genes_for_source(path):

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from helix_context.genome.fulltext import FullTextMixin
+from helix_context.genome.stored_form import StoredForm
 from helix_context.genome.vectors import encode_vector
 from helix_context.genome.write_door import DoorTx
 
@@ -28,8 +29,8 @@ class FtsWriter:
         self.tx = tx
         self.rows: dict[int, tuple[str, str, str]] = {}
 
-    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, body: str | None) -> None:
-        self.rows[rowid] = FullTextMixin.fts_values(content, tags, path, body)
+    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, form: StoredForm | None) -> None:
+        self.rows[rowid] = FullTextMixin.fts_values(content, tags, path, form.fts_body if form is not None else None)
 
     def unindex(self, rowid: int) -> None:
         if self.rows.pop(rowid, None) is None:

@@ -54,17 +54,22 @@ class LearningMixin:
         if not ids:
             return
         now = time.time()
-        scope = self.party_scope
-        pairs = [(*scope.values, a, b, now) for i, a in enumerate(ids) for b in ids[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
         with self.transaction(changes_genes=False) as tx:
             marks = ",".join("?" * len(ids))
             tx.execute(f"UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
                        f"tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id IN ({marks})", (now, *ids))
-            tx.executemany(
-                f"INSERT INTO coactivation({scope.column}a, b, count, last_at) VALUES ({scope.mark}?, ?, 1, ?) "
-                f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
-                "last_at = excluded.last_at", pairs)
+            self._count_pairs(tx, pairs, now)
             cap_edges(tx, self.caps.coactivation_per_gene, ids, self.party_scope)
+
+    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int]], now: float) -> None:
+        """Each pair's co-activation count +1: a statement per pair, run in-process by SQLite (the team
+        genome sends one statement for all of them: pg/learning.py)."""
+        scope = self.party_scope
+        tx.executemany(
+            f"INSERT INTO coactivation({scope.column}a, b, count, last_at) VALUES ({scope.mark}?, ?, 1, ?) "
+            f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
+            "last_at = excluded.last_at", [(*scope.values, a, b, now) for a, b in pairs])
 
     def coactivation_links(self) -> list[tuple[str, str, int, float]]:
         scope = self.party_scope

@@ -14,37 +14,49 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from helix_context.genome import symbols_sql
-from helix_context.genome.backend import LexicalCounts
 from helix_context.genome.fts_text import quote_term
 
 
-def doc_count_upto(conn: sqlite3.Connection, expr: str, cap: int) -> int:
-    """Genes matching the FTS5 expression `expr`, counted up to cap + 1 (more means 'over the cap')."""
-    # the PostgreSQL genome's connection (genome/backend.py); the type test first keeps SQLite's path at one check
-    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
-        return conn.doc_count_upto(expr, cap)
-    try:
-        row = conn.execute("SELECT COUNT(*) FROM (SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?)",
-                           (expr, cap + 1)).fetchone()
-    except sqlite3.OperationalError:
-        return 0
-    return int(row[0])
+class LexiconMixin:
+    """`doc_count_upto` and `word_doc_counts_upto` as genome methods (both genomes; the team genome
+    answers the counts from its per-generation memory instead: pg/counts.py). Needs `conn`."""
+
+    conn: Any
+
+    def doc_count_upto(self, expr: str, cap: int) -> int:
+        """Genes matching the FTS5 expression `expr`, counted up to cap + 1 (more means 'over the cap')."""
+        try:
+            row = self.conn.execute("SELECT COUNT(*) FROM (SELECT rowid FROM genes_fts WHERE genes_fts MATCH ? LIMIT ?)",
+                                    (expr, cap + 1)).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return int(row[0])
+
+    def prefetch_counts(self, words: Iterable[str]) -> None:
+        """Read these words' counts together before they are asked one by one (SQLite: nothing to gain)."""
+
+    def word_doc_counts_upto(self, words: Iterable[str], cap: int) -> dict[str, int]:
+        """Word (an FTS token as written) → genes holding it, at most cap + 1; words no gene holds are left out."""
+        out: dict[str, int] = {}
+        words = list(dict.fromkeys(words))
+        self.prefetch_counts(words)
+        for word in words:
+            n = self.doc_count_upto(quote_term(word), cap)
+            if n:
+                out[word] = n
+        return out
 
 
-def word_doc_counts_upto(conn: sqlite3.Connection, words: Iterable[str], cap: int) -> dict[str, int]:
-    """Word (an FTS token as written) → genes holding it, at most cap + 1; words no gene holds are left out."""
-    out: dict[str, int] = {}
-    words = list(dict.fromkeys(words))
-    if type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
-        conn.prefetch(words)  # PostgreSQL: every word's count in one round trip
-    for word in words:
-        n = doc_count_upto(conn, quote_term(word), cap)
-        if n:
-            out[word] = n
-    return out
+class Counts(Protocol):
+    """What the per-generation memories below read through: the genome (either backend)."""
+
+    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]: ...
+
+    def doc_count_upto(self, expr: str, cap: int) -> int: ...
+
+    def prefetch_counts(self, words: Iterable[str]) -> None: ...
 
 
 class _PerGeneration:
@@ -78,15 +90,22 @@ class ExactDocCounts(_PerGeneration):
     at 1M genes), and questions share their common words ("where", "code", "call").
     """
 
-    def get(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
-        """Indexed term → genes holding it; terms no gene holds are left out (as symbols_sql.term_doc_counts)."""
+    def __init__(self, genome: Counts, generation: Callable[[], int], limit: int = 20_000) -> None:
+        super().__init__(generation, limit)
+        self._genome = genome
+
+    def get(self, conn: object, terms: Sequence[str]) -> dict[str, int]:
+        """Indexed term → genes holding it; terms no gene holds are left out (as genome.term_doc_counts).
+        `conn` is not used: the counts come from the genome this memory was made for (the argument stays
+        for retrieve/silence_gate.py, which still passes `genome.conn`)."""
+        del conn
         generation = self._generation()
         with self._lock:
             counts = self._counts_for(generation)
             known = {t: counts[t] for t in terms if t in counts}
         missing = [t for t in dict.fromkeys(terms) if t not in known]
         if missing:
-            found = symbols_sql.term_doc_counts(conn, missing)
+            found = self._genome.term_doc_counts(missing)
             read = {t: found.get(t, 0) for t in missing}
             self._remember(generation, read)
             known.update(read)
@@ -103,8 +122,8 @@ class CappedCounts(_PerGeneration):
     words and caps are read from the index.
     """
 
-    def get(self, conn: sqlite3.Connection, words: Iterable[str], cap: int) -> dict[str, int]:
-        """As word_doc_counts_upto(conn, words, cap)."""
+    def get(self, genome: Counts, words: Iterable[str], cap: int) -> dict[str, int]:
+        """As genome.word_doc_counts_upto(words, cap)."""
         generation = self._generation()
         out: dict[str, int] = {}
         missing: list[str] = []
@@ -118,9 +137,9 @@ class CappedCounts(_PerGeneration):
                         out[word] = n
                 else:
                     missing.append(word)
-        if missing and type(conn) is not sqlite3.Connection and isinstance(conn, LexicalCounts):
-            conn.prefetch(missing)  # PostgreSQL: every word's count in one round trip
-        found = {w: doc_count_upto(conn, quote_term(w), cap) for w in missing}
+        if missing:
+            genome.prefetch_counts(missing)  # PostgreSQL: every word's count in one round trip
+        found = {w: genome.doc_count_upto(quote_term(w), cap) for w in missing}
         self._remember(generation, {w: (n, cap) for w, n in found.items()})
         out.update({w: n for w, n in found.items() if n})
         return out

@@ -18,7 +18,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from helix_context.genome.store import Genome
 from helix_context.genome.stored_form import pack_text, unpack_text
@@ -84,7 +84,7 @@ def iter_file_rows(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
         yield dict(zip(FILE_FIELDS, row, strict=True))
 
 
-def iter_coactivation_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, float]]:
+def iter_coactivation_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str, float, float]]:
     yield from conn.execute(
         "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
         "JOIN genes ga ON ga.id = c.a JOIN genes gb ON gb.id = c.b ORDER BY c.a, c.b")
@@ -127,6 +127,61 @@ def iter_vector_changes(conn: sqlite3.Connection) -> Iterator[str]:
     for (gene_id,) in conn.execute("SELECT g.gene_id FROM vector_changes v JOIN genes g ON g.id = v.gene "
                                    "ORDER BY v.seq"):
         yield gene_id
+
+
+class ExportReads(Protocol):
+    """What `helix export` reads, inside one snapshot of either backend (`Genome.export_reads()`;
+    the team genome's: pg/portable.py). Rows are the file format's: a vector as its int8 codes."""
+
+    def genes(self) -> Iterator[tuple[dict[str, Any], list[list[Any]]]]: ...
+    def files(self) -> Iterator[dict[str, Any]]: ...
+    def symbols(self) -> Iterator[dict[str, Any]]: ...
+    def links(self) -> Iterator[tuple[str, str, float, float]]: ...
+    def sources(self) -> Iterator[dict[str, Any]]: ...
+    def sessions(self) -> Iterator[dict[str, Any]]: ...
+    def activity(self) -> Iterator[dict[str, Any]]: ...
+    def vector_changes(self) -> Iterator[str]: ...
+    def disk_paths(self) -> set[str]: ...
+
+
+class SqliteExportReads:
+    """ExportReads over one SQLite read transaction (`snapshot`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def genes(self) -> Iterator[tuple[dict[str, Any], list[list[Any]]]]:
+        return iter_gene_rows(self.conn)
+
+    def files(self) -> Iterator[dict[str, Any]]:
+        return iter_file_rows(self.conn)
+
+    def symbols(self) -> Iterator[dict[str, Any]]:
+        return iter_symbol_rows(self.conn)
+
+    def links(self) -> Iterator[tuple[str, str, float, float]]:
+        return iter_coactivation_rows(self.conn)
+
+    def sources(self) -> Iterator[dict[str, Any]]:
+        return iter_source_rows(self.conn)
+
+    def sessions(self) -> Iterator[dict[str, Any]]:
+        return iter_session_rows(self.conn)
+
+    def activity(self) -> Iterator[dict[str, Any]]:
+        return iter_activity_rows(self.conn)
+
+    def vector_changes(self) -> Iterator[str]:
+        return iter_vector_changes(self.conn)
+
+    def disk_paths(self) -> set[str]:
+        return disk_paths(self.conn)
+
+
+@contextmanager
+def export_reads(genome: Genome) -> Iterator[SqliteExportReads]:
+    with snapshot(genome) as conn:
+        yield SqliteExportReads(conn)
 
 
 # ── import ──
@@ -253,13 +308,13 @@ def rowids_for(tx: Any, gene_ids: Sequence[str]) -> dict[str, int]:
     return {gid: found[0] for gid, found in existing_genes(tx, gene_ids).items()}
 
 
-def link_state(conn: sqlite3.Connection | Any, a: int, b: int) -> tuple[int, float] | None:
-    """(count, last_at) of the stored co-activation link between two rowids, or None."""
+def link_state(conn: sqlite3.Connection | Any, a: int, b: int) -> tuple[float, float] | None:
+    """(weight, last_at) of the stored co-activation link between two rowids, or None."""
     row = conn.execute("SELECT count, last_at FROM coactivation WHERE a = ? AND b = ?", (min(a, b), max(a, b))).fetchone()
-    return (int(row[0]), float(row[1])) if row else None
+    return (float(row[0]), float(row[1])) if row else None
 
 
-def write_link(tx: Any, a: int, b: int, count: int, last_at: float) -> None:
+def write_link(tx: Any, a: int, b: int, count: float, last_at: float) -> None:
     """Insert or replace the co-activation link between two rowids (stored with a < b)."""
     tx.execute("INSERT INTO coactivation(a, b, count, last_at) VALUES (?, ?, ?, ?) "
                "ON CONFLICT(a, b) DO UPDATE SET count = excluded.count, last_at = excluded.last_at",

@@ -9,29 +9,34 @@ the method: `genome.add_source(...)`, not `f(genome, ...)`.
 Every write goes through one door (write_door.py) inside `transaction()`. Two things stay
 below the methods on purpose:
 
-- `conn`: the read-side SQL modules of retrieval (symbols_sql, lexicon) take a
-  connection with `?` placeholders; on PostgreSQL it is a translating wrapper that also answers
-  the FTS5-only counts (backend.LexicalCounts).
+- `conn`: a connection with `?` placeholders on both backends (on PostgreSQL a translating
+  wrapper, pg/qmark.py), for the genome/ mixins' shared SQL. Retrieval reads through methods,
+  the symbol and count reads included (symbols_sql.SymbolReadsMixin, lexicon.LexiconMixin).
 - `transaction()`: a write transaction whose `execute` takes `?` placeholders on both backends,
   for genome/ modules that write bookkeeping rows in SQL both engines take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from helix_context.errors import GenomeError
 from helix_context.genome.ann import Hits
 from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
+from helix_context.genome.renames import RenameReport
+from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.config import RetentionSettings
 from helix_context.genome.retention import PartyScope, PruneReport, WriteCaps
 from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
+
+if TYPE_CHECKING:
+    from helix_context.genome.portable_sql import ExportReads
 
 
 class DenseIndex(Protocol):
@@ -68,6 +73,10 @@ class GenomeStore(Protocol):
 
     def generation(self) -> int: ...
 
+    def export_reads(self) -> AbstractContextManager[ExportReads]:
+        """Every row `helix export` writes, read in one snapshot (portable/export.py)."""
+        ...
+
     def close(self) -> None: ...
 
     # ── files and the write door ──
@@ -84,6 +93,10 @@ class GenomeStore(Protocol):
     def replace_sources(self, writes: Sequence[SourceWrite]) -> list[WriteResult | GenomeError]: ...
 
     def retire_source(self, path: str) -> int: ...
+
+    def rename_under(self, folder: str, new_name: Callable[[str], str | None]) -> RenameReport:
+        """Stored paths under `folder` take `new_name(path)`, in one transaction (genome/renames.py)."""
+        ...
 
     def set_embeddings(self, items: Sequence[tuple[int, np.ndarray]]) -> None: ...
 
@@ -105,6 +118,27 @@ class GenomeStore(Protocol):
     def source_paths(self) -> list[str]: ...
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]: ...
+
+    # ── symbol and count reads (symbols_sql.py, lexicon.py; the team genome's counts: pg/counts.py) ──
+    def symbols_in_genes(self, genes: Iterable[int]) -> dict[int, list[SymbolRow]]: ...
+
+    def symbols_named(self, leaves: Iterable[str], per_name: int) -> dict[str, list[SymbolRow]]: ...
+
+    def frame_symbols(self, frames: Iterable[tuple[str, str]]) -> dict[str, list[SymbolRow]]: ...
+
+    def symbols_of_path(self, path: str) -> list[SymbolRow]: ...
+
+    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]: ...
+
+    def code_rowids(self, rowids: Iterable[int]) -> set[int]: ...
+
+    def gene_paths(self, rowids: Sequence[int]) -> dict[int, str]: ...
+
+    def doc_count_upto(self, expr: str, cap: int) -> int: ...
+
+    def prefetch_counts(self, words: Iterable[str]) -> None: ...
+
+    def word_doc_counts_upto(self, words: Iterable[str], cap: int) -> dict[str, int]: ...
 
     def vector_index(self) -> DenseIndex: ...
 

@@ -14,11 +14,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from helix_context.errors import GenomeError, GenomeVersionError
-from helix_context.genome import symbols_sql
+from helix_context.genome.lexicon import LexiconMixin
+from helix_context.genome.symbols_sql import SymbolReadsMixin
 from helix_context.genome import vectors as vector_sql
 from helix_context.genome.schema import FTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from helix_context.genome.activity_sql import ActivityMixin
@@ -38,7 +40,11 @@ from helix_context.genome.records import FileRecord, SourceWrite, WriteResult
 from helix_context.genome.sqlite_tx import Tx, friendly_error, no_space_left
 from helix_context.genome.door_sqlite import SqliteDialect
 from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
+from helix_context.genome.renames import RenamesMixin
 from helix_context.models import Gene
+
+if TYPE_CHECKING:
+    from helix_context.genome.portable_sql import ExportReads
 
 log = logging.getLogger("helix.genome")
 MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
@@ -48,7 +54,7 @@ __all__ = ["EMBED_DIM", "FileRecord", "Genome", "GenomeError", "GenomeVersionErr
            "decode_vector", "encode_vector"]
 
 
-class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
+class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, RetentionMixin, ActivityMixin, MaintenanceMixin, SourcesMixin,
              ProjectsMixin, VectorModelMixin):
     """Thread-safe access to one genome file.
 
@@ -205,6 +211,12 @@ class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, Rete
         file's genes are replaced in one transaction (the team genome needs it: pg/store.py)."""
         return nullcontext()
 
+    def export_reads(self) -> AbstractContextManager[ExportReads]:
+        """What `helix export` reads, in one read transaction (portable_sql.py)."""
+        from helix_context.genome import portable_sql  # it imports this module
+
+        return portable_sql.export_reads(self)
+
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
@@ -249,7 +261,7 @@ class Genome(DoorWritesMixin, GeneReadsMixin, FullTextMixin, LearningMixin, Rete
         if cached is not None and cached[0] == generation:
             return cached[1]
         with closing(scan_connection(self.path, immutable=self.disk_full)) as conn:  # a full scan: never through the map (scan.py)
-            n = symbols_sql.live_gene_count(conn)
+            n = int(conn.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL").fetchone()[0])
         self._live_count = (generation, n)
         return n
 

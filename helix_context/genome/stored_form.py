@@ -33,10 +33,30 @@ def unpack_text(blob: bytes | str) -> str:
 
 
 @dataclass(frozen=True)
+class LexicalRows:
+    """A team genome's BM25 postings of one gene (genome/pg/lexical.gene_rows), computed where the gene
+    was chunked: a parse worker then does the tokenizing, not the process that writes."""
+
+    tags: str  # the tags ("\n"-joined) and the path they were computed for: a write that indexes
+    path: str | None  # the gene under others computes them again
+    rows: str  # COPY text, one line per term: term, count in body, tags, path, document length
+    length: int
+
+
+@dataclass(frozen=True)
 class StoredForm:
     packed: bytes  # the `content` column
     fts_body: str  # the full-text `body`: the content plus the split parts of its identifiers
+    postings: LexicalRows | None = None  # only for a team genome (PostgreSQL)
 
 
-def stored_form(content: str) -> StoredForm:
-    return StoredForm(pack_text(content), fts_text.body_text(content))
+def stored_form(content: str, *, postings_for: tuple[str, str | None] | None = None) -> StoredForm:
+    """`postings_for` (tags "\n"-joined, source path): also the gene's postings, for a team genome."""
+    body = fts_text.body_text(content)
+    if postings_for is None:
+        return StoredForm(pack_text(content), body)
+    from helix_context.genome.pg.lexical import gene_rows  # tokenizer only (no database client)
+
+    tags, path = postings_for
+    rows, length = gene_rows(body, tags, path)
+    return StoredForm(pack_text(content), body, LexicalRows(tags, path, rows, length))

@@ -54,7 +54,9 @@ class LexicalWriter(Protocol):
     """The lexical index of one transaction. `index` is only called for a gene not indexed now, and
     `unindex` while the gene's row still holds what it was indexed with (FTS5 replays it)."""
 
-    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, body: str | None) -> None: ...
+    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, form: StoredForm | None) -> None:
+        """`form`: the gene's stored form when the caller has it (its full-text body, and on a team genome
+        maybe its postings, computed by a parse worker); None: derived here from `content`."""
 
     def unindex(self, rowid: int) -> None: ...
 
@@ -216,7 +218,7 @@ class WriteDoor:
         inserted = {str(gene_id): int(rowid) for rowid, gene_id in self.dialect.insert_genes(tx, columns, rows)}
         for gene_id, rowid in inserted.items():
             gene = new[gene_id][0]
-            lex.index(rowid, gene.content, "\n".join(gene.tags), gene.source_path, forms[gene_id].fts_body)
+            lex.index(rowid, gene.content, "\n".join(gene.tags), gene.source_path, forms[gene_id])
             stored[gene_id] = (rowid, gene.source_path, None)  # a later copy in this file finds it
         missed = [gene_id for gene_id in new if gene_id not in inserted]
         if missed:

@@ -62,7 +62,9 @@ class Parsed:
 def parse(job: ParseJob, settings: Settings, tagger: TaggerLike | None) -> Parsed:
     genes = make_genes(job.text, settings=settings, tagger=tagger, path=job.path, content_type=None,
                        project=job.project, provenance=job.provenance)
-    return Parsed(genes, {g.gene_id: stored_form(g.content) for g in genes})
+    team = bool(settings.genome.url)  # a team genome: the postings are tokenized here too, off the writer
+    return Parsed(genes, {g.gene_id: stored_form(g.content, postings_for=("\n".join(g.tags), g.source_path) if team
+                                                 else None) for g in genes})
 
 
 def default_workers(configured: int) -> int:

@@ -209,6 +209,8 @@ class Ingestor:
         """Walk, skip what is unchanged, replace what changed, retire what vanished.
         `confine_to`: folders a followed symlink may point into (default: the walked root itself)."""
         started = time.perf_counter()
+        if self.settings.genome.url:  # `helix sources map` may have run since: a running backend names files by it
+            self.roots = RootMap.load(self.settings.home)
         report = IngestReport(embedded=self.embedder is not None)
         cfg = self.settings.ingest
         entries: list[FileEntry] = []

@@ -6,7 +6,8 @@ table; the symbols (an answer points at a symbol's span: without them pointers l
 their names and lines); co-activation links; the sources; sessions; the activity
 record; the vector change log. Rowids differ between genomes, so every reference
 between records is a gene id, and every path of a file on disk is [root, relative
-path] (paths.py). One read transaction: a backend writing meanwhile cannot tear it.
+path] (paths.py). One read transaction: a backend writing meanwhile cannot tear it. Either backend
+exports (`genome.export_reads()`: the team genome's is pg/portable.py), to the same file format.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 from helix_context.genome import portable_sql as sql
 from helix_context.genome.schema import SCHEMA_VERSION
-from helix_context.genome.store import EMBED_DIM, Genome
+from helix_context.genome.portable_sql import ExportReads
+from helix_context.genome.storage import GenomeStore
+from helix_context.genome.vectors import EMBED_DIM
 from helix_context.portable.fileformat import CHUNK, FORMAT_NAME, FORMAT_VERSION, MAGIC, HashingWriter, line
 from helix_context.portable.paths import ExportRoots
 
@@ -54,35 +57,35 @@ def _gene_record(row: dict[str, Any], spans: list[list[Any]], roots: ExportRoots
     return record
 
 
-def _payload(conn: Any, gz: Any, counts: dict[str, int], roots: ExportRoots) -> None:
+def _payload(reads: ExportReads, gz: Any, counts: dict[str, int], roots: ExportRoots) -> None:
     def put(kind: str, record: dict[str, Any]) -> None:
         gz.write(line(record))
         counts[kind] += 1
 
-    for row, spans in sql.iter_gene_rows(conn):
+    for row, spans in reads.genes():
         put("genes", _gene_record(row, spans, roots))
         counts["retired_genes"] += row["retired_at"] is not None
         counts["with_embeddings"] += row["embedding"] is not None
         counts["spans"] += len(spans)
-    for row in sql.iter_file_rows(conn):
+    for row in reads.files():
         put("files", {"t": "file", **row, "path": roots.ref(row["path"]) or row["path"]})
-    for row in sql.iter_symbol_rows(conn):
+    for row in reads.symbols():
         put("symbols", {"t": "symbol", **row, "path": roots.ref(row["path"]) or row["path"]})
-    for a, b, count, last_at in sql.iter_coactivation_rows(conn):
+    for a, b, count, last_at in reads.links():
         put("links", {"t": "link", "a": a, "b": b, "count": count, "last_at": last_at})
-    for row in sql.iter_source_rows(conn):
+    for row in reads.sources():
         ref = roots.ref(row["path"])
         if ref is not None:  # every source is a root (ExportRoots): this is only a guard
             put("sources", {"t": "source", "root": ref[0], "project": row["project"], "added_at": row["added_at"]})
-    for row in sql.iter_session_rows(conn):
+    for row in reads.sessions():
         put("sessions", {"t": "session", **row})
-    for row in sql.iter_activity_rows(conn):
+    for row in reads.activity():
         put("activity", {"t": "activity", **row})
-    for gene_id in sql.iter_vector_changes(conn):
+    for gene_id in reads.vector_changes():
         put("vector_changes", {"t": "vector_change", "gene": gene_id})
 
 
-def export_genome(genome: Genome, path: str | Path) -> dict[str, Any]:
+def export_genome(genome: GenomeStore, path: str | Path) -> dict[str, Any]:
     """Write the whole genome to `path` (atomically: a temp file renamed into place). Returns a summary."""
     started = time.perf_counter()
     target = Path(path).expanduser()
@@ -94,9 +97,9 @@ def export_genome(genome: Genome, path: str | Path) -> dict[str, Any]:
         with os.fdopen(fd, "wb") as raw:
             hashing = HashingWriter(raw)
             with gzip.GzipFile(fileobj=hashing, mode="wb", compresslevel=6, mtime=0) as gz:
-                with sql.snapshot(genome) as conn:
-                    roots = ExportRoots((r["path"] for r in sql.iter_source_rows(conn)), sql.disk_paths(conn))
-                    _payload(conn, gz, counts, roots)
+                with genome.export_reads() as reads:  # one snapshot, on either backend
+                    roots = ExportRoots((r["path"] for r in reads.sources()), reads.disk_paths())
+                    _payload(reads, gz, counts, roots)
                     generation = genome.generation()
                 gz.write(line({"t": "end", **{k: counts[k] for k in COUNTED}}))
         header = {

@@ -44,7 +44,7 @@ TYPES: dict[str, dict[str, str]] = {
              "genes": _INT, "ingested_at": _NUM},
     "symbol": {"gene": _STR, "path": _ANY_PATH, "name": _STR, "leaf": _STR, "kind": _STR, "start_line": _INT,
                "end_line": _INT},
-    "link": {"a": _STR, "b": _STR, "count": _INT, "last_at": _NUM},
+    "link": {"a": _STR, "b": _STR, "count": _NUM, "last_at": _NUM},  # a weight: decay makes it a fraction
     "source": {"root": _STR, "project": _OPT_STR, "added_at": _NUM},
     "session": {"session_id": _STR, "agent": _STR, "first_seen": _NUM, "last_seen": _NUM, "requests": _INT,
                 "genes_delivered": _INT},

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from helix_context.genome import symbols_sql
 from helix_context.genome.fts_text import split_identifier
 from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
@@ -82,8 +81,8 @@ def definitions(genome: GenomeStore, qs: QuerySignals) -> dict[int, tuple[Symbol
     """
     if not qs.definitions:
         return {}
-    found = symbols_sql.symbols_named(genome.conn, [d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME)
-    framed = symbols_sql.frame_symbols(genome.conn, qs.frames) if qs.frames else {}
+    found = genome.symbols_named([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME)
+    framed = genome.frame_symbols(qs.frames) if qs.frames else {}
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
     out: dict[int, tuple[SymbolRow, float]] = {}
     for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):
@@ -182,7 +181,7 @@ def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms)
     Apart from the pointer scoring so that one query's spans can be scored once and ranked under
     many weightings (benchmarks/tune_localization.py).
     """
-    by_gene = symbols_sql.symbols_in_genes(genome.conn, [g.rowid for g in genes if g.rowid])
+    by_gene = genome.symbols_in_genes([g.rowid for g in genes if g.rowid])
     pats = _term_patterns(terms)
     stems: dict[str, str] = {}
     out: SpanScores = {}

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from helix_context.config import Settings
-from helix_context.genome import lexicon, symbols_sql
+from helix_context.genome import lexicon
 from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
@@ -82,7 +82,7 @@ class Retriever:
         self.genome = genome
         self.settings = settings
         self.embedder_part = embedder_part
-        self.doc_counts = lexicon.ExactDocCounts(genome.generation)  # the packets' idf weights (context_packet)
+        self.doc_counts = lexicon.ExactDocCounts(genome, genome.generation)  # the packets' idf weights (context_packet)
         self.capped_counts = lexicon.CappedCounts(genome.generation)  # the words each query searches (terms.py)
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
@@ -114,7 +114,7 @@ class Retriever:
               code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
         code_rows: set[int] = set()
         if code_weights != self.weights:
-            code_rows = symbols_sql.code_rowids(self.genome.conn, {r for s in per_signal.values() for r in s})
+            code_rows = self.genome.code_rowids({r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, code_weights)
 
     def _span_cosines(self, vector: np.ndarray | None,
@@ -270,7 +270,7 @@ class Retriever:
                                    gene_dense=per_signal.get("dense"), span_cosines=self._span_cosines(vector, items)))
             if self.locate_weights.mass > 0:
                 wide = ranked[:MASS_WINDOW]
-                paths = symbols_sql.gene_paths(self.genome.conn, [r for r, _ in wide])
+                paths = self.genome.gene_paths([r for r, _ in wide])
                 mass = file_mass([(paths[r], s) for r, (s, _) in wide if r in paths],
                                  tests_factor=self.locate_weights.tests, tests_wanted=tests_wanted)
             stages["locate"] = time.perf_counter() - t

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from helix_context.errors import InvalidRequest
-from helix_context.genome import symbols_sql
 from helix_context.genome.storage import GenomeStore
 
 LEAD_WINDOW = 60  # ranked genes read to find the ranking's first files
@@ -224,7 +223,7 @@ def lead_ranking(genome: GenomeStore, catalog: ProjectCatalog, ranked: Ranked) -
     for name in sizes:
         for rowid in contains(catalog.rowids([name]), ids):
             projects[rowid] = name
-    files = symbols_sql.gene_paths(genome.conn, ids[:LEAD_WINDOW])
+    files = genome.gene_paths(ids[:LEAD_WINDOW])
     found = lead([(r, v[0]) for r, v in ranked], projects, files)
     keep = set(found.kept)
     return [kv for kv in ranked if kv[0] in keep], found

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from helix_context.genome import lexicon
 from helix_context.genome.fts_text import fts_tokens, quote_term
 from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
@@ -61,7 +60,7 @@ def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighe
         return {}
     # a column filter still walks each word's whole posting list: the rarest path words first, within a
     # budget of genes walked (`src` names every file of a repository and would cost the most, saying nothing)
-    held = lexicon.word_doc_counts_upto(genome.conn, wanted, MAX_PATH_WORD_DOCS)
+    held = genome.word_doc_counts_upto(wanted, MAX_PATH_WORD_DOCS)
     chosen: list[str] = []
     spent = 0
     for word in sorted((t for t in wanted if 0 < held.get(t, 0) <= MAX_PATH_WORD_DOCS), key=lambda t: held[t]):

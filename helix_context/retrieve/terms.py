@@ -13,9 +13,8 @@ and are dropped; nothing here knows about any project.
 from __future__ import annotations
 
 import math
-import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from helix_context.genome import lexicon
@@ -65,7 +64,7 @@ def stem_words(words: list[str]) -> list[str]:
 def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_TERMS,
                 cache: lexicon.CappedCounts | None = None) -> WeighedTerms:
     """The query's words to search for. `cache`: a per-generation memory of the capped counts (same numbers)."""
-    count = cache.get if cache is not None else lexicon.word_doc_counts_upto
+    count = cache.get if cache is not None else _uncached
     counts: dict[str, int] = {}
     identifiers: set[str] = set()
     for word, n in qs.term_counts or tuple((t, 1) for t in qs.terms):
@@ -82,11 +81,10 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
     # the words most likely to matter — names first, then the most repeated, then the longest
     written = sorted(counts, key=lambda w: (w not in identifiers, -counts[w], -len(w)))[:MAX_LOOKUPS]
     stems = stem_words(written)
-    conn = genome.conn
     n = max(genome.live_gene_count(), 1)
     cutoff = max(1, min(int(COMMON_FRACTION * n), MAX_WORD_DOCS))
     first_of_stem = dict(zip(reversed(stems), reversed(written), strict=True))  # one count per stem
-    counted = count(conn, first_of_stem.values(), cutoff)
+    counted = count(genome, first_of_stem.values(), cutoff)
     docs = {stem: counted[word] for stem, word in first_of_stem.items() if word in counted}
     scored: dict[str, tuple[float, str, int]] = {}
     for word, stem in zip(written, stems, strict=True):
@@ -99,7 +97,7 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
             scored[stem] = (weight, word, df)
     rare = {s: v for s, v in scored.items() if v[2] <= cutoff}
     if not rare:
-        return _all_common(conn, scored, n, count)
+        return _all_common(genome, scored, n, count)
     best: list[tuple[str, tuple[float, str, int]]] = []
     spent = 0
     for stem, v in sorted(rare.items(), key=lambda kv: -kv[1][0]):
@@ -112,7 +110,7 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
     if len(best) < MIN_SEARCH_TERMS:  # a short question: its common words too, as far as the budget goes
         common = sorted(((s, v) for s, v in scored.items() if s not in rare), key=lambda kv: -kv[1][0])
         common = common[:MIN_SEARCH_TERMS - len(best)]
-        recount = count(conn, [v[1] for _, v in common], POSTING_BUDGET)
+        recount = count(genome, [v[1] for _, v in common], POSTING_BUDGET)
         for stem, v in common:
             df = recount.get(v[1], POSTING_BUDGET + 1)
             if spent + df <= POSTING_BUDGET:
@@ -122,8 +120,12 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
                         {s: v[0] for s, v in best}, n)
 
 
-def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, int]], n: int,
-                count: Callable[..., dict[str, int]] = lexicon.word_doc_counts_upto) -> WeighedTerms:
+def _uncached(genome: GenomeStore, words: Iterable[str], cap: int) -> dict[str, int]:
+    return genome.word_doc_counts_upto(words, cap)
+
+
+def _all_common(genome: GenomeStore, scored: dict[str, tuple[float, str, int]], n: int,
+                count: Callable[..., dict[str, int]] = _uncached) -> WeighedTerms:
     """Every word is common: the heaviest few that fit the budget together, else the genes holding all of them.
 
     The heaviest few words' counts are read again up to a higher cap. Those that fit the
@@ -135,7 +137,7 @@ def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, in
     if not scored:
         return WeighedTerms(genes=n)
     heaviest = sorted(scored.items(), key=lambda kv: -kv[1][0])[:MAX_COMMON]
-    recount = count(conn, [v[1] for _, v in heaviest], POSTING_BUDGET * 8)
+    recount = count(genome, [v[1] for _, v in heaviest], POSTING_BUDGET * 8)
     fitting: list[tuple[str, tuple[float, str, int]]] = []
     spent = 0
     for stem, v in heaviest:
@@ -150,7 +152,7 @@ def _all_common(conn: sqlite3.Connection, scored: dict[str, tuple[float, str, in
     for size in range(2, len(ranked) + 1):
         chosen = ranked[:size]
         expr = " AND ".join(quote_term(v[1]) for _, v in chosen)
-        if lexicon.doc_count_upto(conn, expr, POSTING_BUDGET) <= POSTING_BUDGET:
+        if genome.doc_count_upto(expr, POSTING_BUDGET) <= POSTING_BUDGET:
             return WeighedTerms(tuple(v[1] for _, v in chosen), tuple(s for s, _ in chosen),
                                 {s: v[0] for s, v in chosen}, n, conjunctive=True)
     return WeighedTerms(genes=n, conjunctive=True)

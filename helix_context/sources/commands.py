@@ -151,6 +151,31 @@ def _map(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     print(f"mapped {args.root} to {roots.roots[args.root]}: a team genome's @{args.root}/… files are read "
           "from there, and your uncommitted edits in it win over the shared text")
+    if settings.genome.url:
+        return _rename_indexed(settings, roots, args.root)
+    return 0
+
+
+def _rename_indexed(settings: Settings, roots: RootMap, name: str) -> int:
+    """Files this machine indexed under the folder before mapping it take their shared names (genome/renames.py)."""
+    from helix_context.errors import GenomeError
+    from helix_context.genome.pg.open import open_team_genome
+
+    folder = roots.roots[name]
+    try:
+        who = settings.attribution
+        genome = open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
+        try:
+            done = genome.rename_under(str(folder), lambda path: roots.shared_name(Path(path)))
+        finally:
+            genome.close()
+    except GenomeError as exc:
+        print(f"helix sources: the map is saved, but files already indexed under {folder} keep their names "
+              f"({exc}); run the command again", file=sys.stderr)
+        return 1
+    if done.files_renamed or done.files_dropped:
+        print(f"{done.files_renamed} file(s) indexed under {folder} now named @{name}/…; {done.files_dropped} "
+              f"already indexed under their shared name were retired here ({done.genes_reindexed} gene(s) re-indexed)")
     return 0
 
 

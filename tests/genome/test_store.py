@@ -98,6 +98,28 @@ def test_retiring_a_file_archives_its_genes(tmp_path: Path) -> None:
     assert len(g.fts_search('"gone"', 5)) == 1
 
 
+def test_renaming_a_folder_keeps_each_file_once_and_reindexes_its_path_words(tmp_path: Path) -> None:
+    """rename_under (genome/renames.py) on SQLite: FTS5's contentless rows are removed with the old path
+    replayed, then written with the new one; a file whose new name is indexed already is retired."""
+    g = Genome(tmp_path / "g.db")
+    old = "/home/ana/zqfolder/api"
+    g.replace_source(rec(f"{old}/ledger.py"), f"{old}/ledger.py", [(gene("def close_books(): pass", f"{old}/ledger.py"), None)])
+    g.replace_source(rec(f"{old}/util.py"), f"{old}/util.py", [(gene("def helper(): pass", f"{old}/util.py"), None)])
+    g.replace_source(rec("@api/util.py"), "@api/util.py", [(gene("def helper(): pass", "@api/util.py"), None)])
+    g.replace_source(rec("/home/ana/zqfolder/apiary.py"), "/home/ana/zqfolder/apiary.py",
+                     [(gene("def bees(): pass", "/home/ana/zqfolder/apiary.py"), None)])  # beside, not under
+    assert g.fts_search('"zqfolder"', 5, "path")
+    done = g.rename_under(old, lambda p: "@api" + p[len(old):])
+    assert (done.files_renamed, done.files_dropped, done.genes_reindexed) == (1, 1, 1)
+    assert set(g.file_records()) == {"@api/ledger.py", "@api/util.py", "/home/ana/zqfolder/apiary.py"}
+    moved = g.get_gene(gene("def close_books(): pass").gene_id)
+    assert moved is not None and moved.source_path == "@api/ledger.py" and moved.tier == "open"
+    assert [r for r, _ in g.fts_search('"zqfolder"', 5, "path")] == [
+        g.get_gene(gene("def bees(): pass").gene_id).rowid]  # only the file beside the folder keeps the word
+    assert len(g.fts_search('"close_books"', 5)) == 1 and len(g.fts_search('"helper"', 5)) == 1
+    assert g.integrity_check() == []
+
+
 def test_identifier_parts_are_searchable(tmp_path: Path) -> None:
     g = Genome(tmp_path / "g.db")
     g.replace_source(rec("a.py"), "a.py", [(gene("def getUserName(): return load_user_record()"), None)])

@@ -49,7 +49,7 @@ def weigh(genome: Genome, text: str) -> terms.WeighedTerms:
 
 
 def test_counts_stop_at_the_cap(genome: Genome) -> None:
-    counts = lexicon.word_doc_counts_upto(genome.conn, ["widget", "sprocket", "absent"], 50)
+    counts = genome.word_doc_counts_upto(["widget", "sprocket", "absent"], 50)
     assert counts == {"widget": 51, "sprocket": 3}  # 51: "more than 50"; absent words are left out
 
 
@@ -101,55 +101,47 @@ def test_common_words_that_fit_the_budget_together_are_searched_as_usual(genome:
     assert len(fts_scorer(genome, qs, 1000, chosen)) == 412
 
 
-def test_exact_counts_are_remembered_until_the_genome_changes(genome: Genome) -> None:
+def test_exact_counts_are_remembered_until_the_genome_changes(genome: Genome, monkeypatch: pytest.MonkeyPatch) -> None:
     """The packets' idf weights read each word's exact count once per generation, never a stale one."""
-    from helix_context.genome import symbols_sql
-
-    counts = lexicon.ExactDocCounts(genome.generation)
+    counts = lexicon.ExactDocCounts(genome, genome.generation)
     asked: list[list[str]] = []
-    real = symbols_sql.term_doc_counts
+    real = genome.term_doc_counts
 
-    def spy(conn, terms):  # records which words reached fts5vocab
+    def spy(terms):  # records which words reached fts5vocab
         asked.append(list(terms))
-        return real(conn, terms)
+        return real(terms)
 
-    symbols_sql.term_doc_counts, saved = spy, real
-    try:
-        assert counts.get(genome.conn, ["widget", "sprocket", "absent"]) == {"widget": 212, "sprocket": 3}
-        assert counts.get(genome.conn, ["widget", "gadget"]) == {"widget": 212, "gadget": 212}
-        assert asked == [["widget", "sprocket", "absent"], ["gadget"]]  # widget was remembered
-        genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
-                                            [(gene(999, "one more widget"), None)])])
-        assert counts.get(genome.conn, ["widget"]) == {"widget": 213}  # an ingest: counted again
-    finally:
-        symbols_sql.term_doc_counts = saved
+    monkeypatch.setattr(genome, "term_doc_counts", spy)
+    assert counts.get(genome.conn, ["widget", "sprocket", "absent"]) == {"widget": 212, "sprocket": 3}
+    assert counts.get(genome.conn, ["widget", "gadget"]) == {"widget": 212, "gadget": 212}
+    assert asked == [["widget", "sprocket", "absent"], ["gadget"]]  # widget was remembered
+    genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
+                                        [(gene(999, "one more widget"), None)])])
+    assert counts.get(genome.conn, ["widget"]) == {"widget": 213}  # an ingest: counted again
 
 
-def test_capped_counts_are_remembered_per_generation_with_the_same_numbers(genome: Genome, small_caps: None) -> None:
+def test_capped_counts_are_remembered_per_generation_with_the_same_numbers(genome: Genome, small_caps: None,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Questions share common words: their capped counts are read once, and every cap gets what the index says."""
     reads: list[tuple[str, int]] = []
-    real = lexicon.doc_count_upto
+    real = genome.doc_count_upto
 
-    def spy(conn, expr, cap):  # records which counts reached the index
+    def spy(expr, cap):  # records which counts reached the index
         reads.append((expr, cap))
-        return real(conn, expr, cap)
+        return real(expr, cap)
 
     cache = lexicon.CappedCounts(genome.generation)
-    lexicon.doc_count_upto, saved = spy, real
-    try:
-        for cap in (50, 10, 300, 500, 5):
-            want = {w: n for w, n in ((w, real(genome.conn, w, cap)) for w in ("widget", "sprocket", "absent"))
-                              if n}
-            assert cache.get(genome.conn, ["widget", "sprocket", "absent"], cap) == want
-        # widget (212 genes) under cap 50 is "over": cap 10 needs no read, cap 300 does; then it is exact
-        assert [c for e, c in reads if "widget" in e] == [50, 300]
-        assert [c for e, c in reads if "sprocket" in e] == [50]  # 3: exact from the first read
-        q = query.extract("which widget holds the sprocket")
-        assert terms.weigh_terms(genome, q, cache=cache) == terms.weigh_terms(genome, q)
-        before = len(reads)
-        genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
-                                            [(gene(999, "one more sprocket"), None)])])
-        assert cache.get(genome.conn, ["sprocket"], 50) == {"sprocket": 4}  # an ingest: read again
-        assert len(reads) == before + 1
-    finally:
-        lexicon.doc_count_upto = saved
+    monkeypatch.setattr(genome, "doc_count_upto", spy)
+    for cap in (50, 10, 300, 500, 5):
+        want = {w: n for w, n in ((w, real(w, cap)) for w in ("widget", "sprocket", "absent")) if n}
+        assert cache.get(genome, ["widget", "sprocket", "absent"], cap) == want
+    # widget (212 genes) under cap 50 is "over": cap 10 needs no read, cap 300 does; then it is exact
+    assert [c for e, c in reads if "widget" in e] == [50, 300]
+    assert [c for e, c in reads if "sprocket" in e] == [50]  # 3: exact from the first read
+    q = query.extract("which widget holds the sprocket")
+    assert terms.weigh_terms(genome, q, cache=cache) == terms.weigh_terms(genome, q)
+    before = len(reads)
+    genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
+                                        [(gene(999, "one more sprocket"), None)])])
+    assert cache.get(genome, ["sprocket"], 50) == {"sprocket": 4}  # an ingest: read again
+    assert len(reads) == before + 1

@@ -20,22 +20,23 @@ from pgvector import HalfVector
 
 from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
-from helix_context.genome.stored_form import unpack_text
+from helix_context.genome.stored_form import StoredForm, unpack_text
 
 
 class PostingsWriter:
     """The BM25 postings of one PostgreSQL transaction (write_door.LexicalWriter).
 
-    `index` only notes the gene's text; `flush` tokenizes each gene while it streams the rows into
-    the COPY, so the server files one gene's postings while Python reads the next (two processes).
+    `index` only notes the gene; `flush` streams its rows into one COPY, tokenizing each gene whose
+    parse worker did not already (stored_form.LexicalRows), so the server files one gene's postings
+    while Python prepares the next (two processes).
     """
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.raw = raw
-        self.docs: dict[int, tuple[str | bytes, str, str | None, str | None]] = {}
+        self.docs: dict[int, tuple[str | bytes, str, str | None, StoredForm | None]] = {}
 
-    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, body: str | None) -> None:
-        self.docs[rowid] = (content, tags, path, body)
+    def index(self, rowid: int, content: str | bytes, tags: str, path: str | None, form: StoredForm | None) -> None:
+        self.docs[rowid] = (content, tags, path, form)
 
     def unindex(self, rowid: int) -> None:
         if self.docs.pop(rowid, None) is None:
@@ -45,19 +46,20 @@ class PostingsWriter:
     def flush(self) -> None:
         if not self.docs:
             return
-        lengths: list[tuple[int, int]] = []
+        lengths: list[str] = []
         with self.raw.cursor() as cur:
-            with cur.copy("COPY lex_postings (term, gene, tf_body, tf_tags, tf_path, doc_tokens) FROM STDIN") as copy:
-                for gene, (content, tags, path, body) in self.docs.items():
-                    text = body if body is not None else fts_text.body_text(unpack_text(content))
-                    rows, length = lexical.postings(text, fts_text.tags_text(tags.split("\n") if tags else []),
-                                                    fts_text.path_text(path))
-                    for p in rows:
-                        copy.write_row((p.term, gene, p.tf_body, p.tf_tags, p.tf_path, length))
-                    lengths.append((gene, length))
+            with cur.copy("COPY lex_postings (term, tf_body, tf_tags, tf_path, doc_tokens, gene) FROM STDIN") as copy:
+                for gene, (content, tags, path, form) in self.docs.items():
+                    ready = form.postings if form is not None else None
+                    if ready is not None and ready.tags == tags and ready.path == path:
+                        rows, length = ready.rows, ready.length
+                    else:
+                        body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
+                        rows, length = lexical.gene_rows(body, tags, path)
+                    copy.write(rows.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
+                    lengths.append(f"{gene}\t{length}\n")
             with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
-                for row in lengths:
-                    copy.write_row(row)
+                copy.write("".join(lengths))
         self.docs.clear()
 
 

@@ -26,9 +26,11 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import Stemmer
+
+from helix_context.genome import fts_text
 
 _TOKEN = re.compile(r"\w+")
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
@@ -46,32 +48,71 @@ def _stem(words: list[str]) -> list[str]:
     return out
 
 
+class _Stems(dict[str, str]):
+    """Word → its term (Porter stem for 3 to 64 characters, else the word), filled on first sight.
+
+    Why: a gene repeats its words, and a code base repeats them across genes; counting a text's words
+    first and looking each distinct one up here (a C-level dict hit once seen) tokenizes an ingest's
+    postings at a fraction of stemming every occurrence. Emptied past `limit` words (bounded memory)."""
+
+    limit = 200_000
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= self.limit:
+            self.clear()
+        term = _stem([word])[0] if 3 <= len(word) <= 64 else word
+        self[word] = term
+        return term
+
+
+_STEMS = _Stems()
+
+
+def _words(text: str) -> list[str]:
+    """unicode61's tokens before stemming: lower case, diacritics removed ('_' kept inside words)."""
+    folded = text.lower()
+    if not folded.isascii():  # NFKD leaves ASCII as it is: only other text pays for it
+        folded = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+    return _TOKEN.findall(folded)
+
+
 def tokens(text: str) -> list[str]:
     """The terms FTS5 (porter unicode61 remove_diacritics 2 tokenchars '_') would index for `text`."""
     if not text:
         return []
-    folded = unicodedata.normalize("NFKD", text.lower())
-    if not folded.isascii():
-        folded = "".join(c for c in folded if not unicodedata.combining(c))
-    words = _TOKEN.findall(folded)
-    stems = _stem([w for w in words if 3 <= len(w) <= 64])
-    it = iter(stems)
-    return [next(it) if 3 <= len(w) <= 64 else w for w in words]
+    return list(map(_STEMS.__getitem__, _words(text)))
 
 
-class Posting(NamedTuple):  # a tuple: an ingest makes one per term per gene (a frozen dataclass costs 4x)
-    term: str
-    tf_body: int
-    tf_tags: int
-    tf_path: int
+def term_counts(text: str) -> tuple[Counter[str], int]:
+    """Each term of `text` with its count (first-seen order), and the number of tokens."""
+    if not text:
+        return Counter(), 0
+    words = _words(text)
+    counts: Counter[str] = Counter()
+    stems = _STEMS
+    for word, n in Counter(words).items():  # each distinct word stemmed once
+        counts[stems[word]] += n
+    return counts, len(words)
 
 
-def postings(body: str, tags: str, path: str) -> tuple[list[Posting], int]:
-    """A gene's postings and its document length (tokens over all three columns)."""
-    b, t, p = Counter(tokens(body)), Counter(tokens(tags)), Counter(tokens(path))
+def postings(body: str, tags: str, path: str) -> tuple[list[tuple[str, int, int, int]], int]:
+    """A gene's postings (term, count in body, tags, path) and its document length (tokens over all three)."""
+    (b, nb), (t, nt), (p, np_) = term_counts(body), term_counts(tags), term_counts(path)
     terms = dict.fromkeys([*b, *t, *p])
-    rows = [Posting(term, b.get(term, 0), t.get(term, 0), p.get(term, 0)) for term in terms]
-    return rows, sum(b.values()) + sum(t.values()) + sum(p.values())
+    return [(term, b.get(term, 0), t.get(term, 0), p.get(term, 0)) for term in terms], nb + nt + np_
+
+
+def gene_rows(body: str, tags: str, path: str | None) -> tuple[str, int]:
+    """A gene's rows of lex_postings as COPY text without the gene id (not known until the gene is
+    inserted; PostingsWriter appends it), and its document length. `tags` "\\n"-joined, `path` as stored:
+    the columns' text is derived here as fts_text derives it for FTS5.
+
+    Why text built here: ~60 rows a gene, and psycopg's write_row per row cost as much as tokenizing
+    them. A term is a run of word characters, so it never holds a tab, newline or backslash (the only
+    characters COPY's text format escapes). Columns: term, tf_body, tf_tags, tf_path, doc_tokens."""
+    rows, length = postings(body, fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
+    end = f"\t{length}\n"
+    return "".join([f"{term}\t{nb}\t{nt}\t{np_}{end}" for term, nb, nt, np_ in rows]), length
 
 
 @dataclass(frozen=True)

@@ -7,21 +7,18 @@ cost more than the lookups themselves. Here such a list becomes one array parame
 (`= ANY(%s)`): one statement text whatever the length, which psycopg prepares on the server
 after a few uses. Other `?` become `%s`. The SQL text is the caller's; only its placeholders change.
 
-The counts (genome/backend.LexicalCounts) come from the per-generation memory of read_stats.py,
-so a word's count costs a round trip once per generation, not once per question.
+The counting questions FTS5 answers on SQLite are the genome's own methods here (pg/counts.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 import psycopg
 
-from helix_context.genome.pg import lexical
-from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 
 _SLOT = re.compile(r"(\bNOT\s+)?\bIN\s*\(\s*\?(?:\s*,\s*\?)*\s*\)|\?", re.IGNORECASE)
 
@@ -56,46 +53,11 @@ def bind(slots: tuple[int, ...], args: Sequence[Any]) -> list[Any]:
 
 
 class QmarkConnection:
-    """A thread's connection: `execute(sql with ?, args)`, and the lexical counts of backend.LexicalCounts."""
+    """A thread's connection: `execute(sql with ?, args)` for the SQL the two genomes share."""
 
-    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]], stats: ReadStats, kinds: CodeKinds,
-                 postings: PostingSets) -> None:
+    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.raw = raw
-        self._stats = stats
-        self._kinds = kinds
-        self._postings = postings
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
         text, slots = rewrite(sql)
         return self.raw.execute(text, bind(slots, list(args)) if slots else None)
-
-    def _single(self, expr: str) -> str | None:
-        """The stemmed term of a one-word expression, else None."""
-        query = lexical.parse(expr)
-        if len(query.groups) == 1 and len(query.groups[0]) == 1:
-            return query.groups[0][0]
-        return None
-
-    def prefetch(self, words: Iterable[str]) -> None:
-        """Read the document counts of all these words in one statement (before asking for each)."""
-        terms = [t for w in words for t in lexical.tokens(w)]
-        if terms:
-            self._stats.doc_freqs(self.raw, terms)
-
-    def doc_count_upto(self, expr: str, cap: int) -> int:
-        term = self._single(expr)
-        if term is not None:
-            return min(self._stats.doc_freqs(self.raw, [term])[term][0], cap + 1)
-        query = lexical.parse(expr)
-        if len(query.disjuncts) == 1 and all(len(g) == 1 for g in query.groups):  # words ANDed (terms.py)
-            held = self._postings.holding_all(self.raw, [g[0] for g in query.groups])
-            return min(len(held), cap + 1)
-        return lexical.doc_count_upto(self.raw, expr, cap, stats=self._stats.corpus(self.raw),
-                                      freqs=lambda terms: self._stats.doc_freqs(self.raw, terms))
-
-    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
-        counts = self._stats.doc_freqs(self.raw, list(terms))
-        return {t: n[0] for t, n in counts.items() if n[0]}
-
-    def code_rowids(self, rowids: Sequence[int]) -> set[int]:
-        return self._kinds.code_rowids(self.raw, rowids)

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,7 +30,7 @@ from helix_context.errors import GenomeError, GenomeVersionError
 from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.pg.link import Link
-from helix_context.genome.pg.qmark import QmarkConnection
+from helix_context.genome.pg.qmark import QmarkConnection, bind, rewrite
 from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
@@ -40,12 +40,18 @@ from helix_context.genome.pg.door import PgDialect
 from helix_context.genome.sources_sql import SourcesMixin
 from helix_context.genome.activity_sql import ActivityMixin
 from helix_context.genome.learning import LearningMixin
+from helix_context.genome.pg.learning import PgLearningMixin
+from helix_context.genome.pg.counts import PgCountsMixin
+from helix_context.genome.symbols_sql import SymbolReadsMixin
+from helix_context.genome.lexicon import LexiconMixin
+from helix_context.genome.pg.portable import PgExportReads, export_reads
 from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
 from helix_context.genome.retention import PartyScope, RetentionMixin, WriteCaps
 from helix_context.genome.pg.vectors import PgVectorIndex
 from helix_context.genome.write_door import DoorWritesMixin, WriteDoor
+from helix_context.genome.renames import RenamesMixin
 from helix_context.genome.records import GENE_COLUMNS, FileRecord, SourceWrite, WriteResult, row_to_gene
 from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
@@ -54,25 +60,31 @@ log = logging.getLogger("helix.genome")
 
 _T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
+_BEGIN_WRITE = (f"BEGIN; SELECT pg_advisory_xact_lock_shared({MIGRATE_LOCK}); "
+                "SELECT value FROM helix_meta WHERE key = 'schema_version'")
 
 
 class PgTx:
     """The open write transaction, taking the `?` placeholders of the shared SQL (write_door.py,
-    sources_sql.py …) as well as psycopg's own `%s`."""
+    sources_sql.py, learning.py …) as well as psycopg's own `%s`. An `IN (?, …)` list becomes one
+    array (qmark.py), so a statement has one text whatever the list's length and the server keeps
+    it prepared: a question's delivery record sends a list of its genes three times."""
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
         self.conn = raw
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
-        return self.conn.execute(sql.replace("?", "%s"), list(args))
+        text, slots = rewrite(sql)
+        return self.conn.execute(text, bind(slots, list(args)) if slots else list(args))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[tuple[Any, ...]]:
+        text, slots = rewrite(sql)
         cur = self.conn.cursor()
-        cur.executemany(sql.replace("?", "%s"), list(rows))
+        cur.executemany(text, [bind(slots, list(r)) for r in rows] if slots else [list(r) for r in rows])
         return cur
 
 
-class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, LearningMixin, RetentionMixin, ActivityMixin,
+class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin, ProjectsMixin, PgLearningMixin, LearningMixin, RetentionMixin, ActivityMixin,
                PgMaintenanceMixin):
     """The team genome: thread-local connections to one PostgreSQL database (pgvector for dense search)."""
 
@@ -123,7 +135,7 @@ class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin
 
     @property
     def conn(self) -> QmarkConnection:
-        return QmarkConnection(self._raw(), self._stats, self._kinds, self._postings)
+        return QmarkConnection(self._raw())
 
     def close(self) -> None:
         if self._listener is not None:
@@ -168,20 +180,18 @@ class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin
 
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[PgTx]:
-        """One PostgreSQL transaction; refused when the schema is newer than this Helix (see schema.py)."""
+        """One PostgreSQL transaction; refused when the schema is newer than this Helix (see schema.py).
+
+        It opens with one round trip: BEGIN, the migration lock taken shared (a migration, which takes it
+        exclusively, waits for open writes and they for it) and the schema version read. The shared lock
+        replaced a FOR SHARE on the version's row: every write of every backend locked that one row, a
+        multixact per concurrent writer (each question's delivery record is a write)."""
         if self.readonly:
             raise GenomeError(f"team genome {self.path} is open read-only")
         raw = self._raw()
         with self._write_lock:
             try:
-                with raw.transaction():
-                    row = raw.execute("SELECT value FROM helix_meta WHERE key = 'schema_version' FOR SHARE").fetchone()
-                    version = int(row[0]) if row else 0
-                    if version > SCHEMA_VERSION:
-                        raise GenomeVersionError(
-                            f"team genome {self.path} was migrated to schema version {version} by a newer Helix "
-                            f"(this one knows up to {SCHEMA_VERSION}): writes are refused so they cannot damage it. "
-                            "Upgrade helix-context on this machine; reading still works.")
+                with self._opened(raw):
                     yield PgTx(raw)
                 if changes_genes:  # after the commit, so no reader caches the old data under the new number
                     generation = announce_change(raw)
@@ -194,20 +204,53 @@ class PgGenome(DoorWritesMixin, GeneReadsMixin, PgVectorModelMixin, SourcesMixin
                                   "nothing of it was stored, run it again") from None
 
     @contextmanager
+    def _opened(self, raw: psycopg.Connection[tuple[Any, ...]]) -> Iterator[None]:
+        """BEGIN … COMMIT (ROLLBACK on any error), refused when a newer Helix migrated the schema."""
+        try:
+            cur = raw.execute(_BEGIN_WRITE, prepare=False)  # three statements: the simple protocol, never prepared
+            while cur.nextset():
+                pass  # to the last statement's result: the version
+            row = cur.fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise GenomeVersionError(
+                    f"team genome {self.path} was migrated to schema version {version} by a newer Helix "
+                    f"(this one knows up to {SCHEMA_VERSION}): writes are refused so they cannot damage it. "
+                    "Upgrade helix-context on this machine; reading still works.")
+            yield
+        except BaseException:
+            if not (raw.closed or raw.broken) and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raw.execute("ROLLBACK")
+            raise
+        raw.execute("COMMIT")
+
+    @contextmanager
     def read_snapshot(self) -> Iterator[None]:
         """One question's reads in one REPEATABLE READ, READ ONLY transaction on this thread's connection.
 
         Why: a question reads in several statements (postings, vectors, genes, spans); without one
         snapshot, another backend's re-index committing between them can delete the genes a search just
         found, and the answer comes back empty. Nested use (already in a transaction) keeps the outer one.
+
+        One BEGIN that names the level (the connection is in autocommit, so the statement is ours to
+        send): two round trips per question, where psycopg's transaction() and a SET TRANSACTION took three.
         """
         raw = self._raw()
         if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             yield
             return
-        with raw.transaction():
-            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
             yield
+        except BaseException:
+            if not (raw.closed or raw.broken):
+                raw.execute("ROLLBACK")
+            raise
+        raw.execute("COMMIT")
+
+    def export_reads(self) -> AbstractContextManager[PgExportReads]:
+        """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""
+        return export_reads(self, self._raw)
 
     def connection_state(self) -> dict[str, Any]:
         """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""

@@ -58,3 +58,31 @@ def test_the_server_side_and_the_python_scoring_agree(both, monkeypatch: pytest.
             in_python = lexical.search(raw, expr, 20)
         assert [g for g, _ in in_sql] == [g for g, _ in in_python], expr
         assert [s for _, s in in_sql] == pytest.approx([s for _, s in in_python], rel=1e-9)
+
+
+def test_postings_tokenized_by_parse_workers_are_the_ones_the_writer_would_make(
+        settings: Settings, pg_url: str, tmp_path: Path) -> None:
+    """A team genome's parse workers tokenize the postings (stored_form.LexicalRows): what the COPY
+    stored for each gene equals what the writing process derives from the gene itself."""
+    from helix_context.genome import fts_text
+    from tests.ingest.test_parallel import make_repo
+
+    repo = make_repo(tmp_path / "repo", n=16)
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url},
+                              ingest={"workers": 2})
+    team = HelixContextManager(chosen)
+    try:
+        team.ingest_path(repo, embed=False)
+        assert team.parse_pool is not None and team.parse_pool.started, "the workers never ran"
+        stored: dict[int, set[tuple[str, int, int, int, int]]] = {}
+        for term, gene, tb, tt, tp, dl in team.genome._raw().execute(
+                "SELECT term, gene, tf_body, tf_tags, tf_path, doc_tokens FROM lex_postings"):
+            stored.setdefault(gene, set()).add((term, tb, tt, tp, dl))
+        genes = team.genome.genes_by_rowid(stored)
+        assert len(genes) == len(stored) > 16
+        for rowid, gene in genes.items():
+            rows, length = lexical.gene_rows(fts_text.body_text(gene.content), "\n".join(gene.tags), gene.source_path)
+            want = {(t, int(b), int(g), int(p), length) for t, b, g, p, _ in (line.split("\t") for line in rows.splitlines())}
+            assert stored[rowid] == want, gene.source_path
+    finally:
+        team.close()

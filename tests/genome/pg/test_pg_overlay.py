@@ -151,3 +151,42 @@ def test_helix_sources_map_is_kept_per_machine(helix_home: Path, tmp_path: Path,
     assert cli_main(["sources", "unmap", "repo"]) == 0
     assert RootMap.load(helix_home).roots == {}
     shutil.rmtree(checkout)
+
+
+def test_mapping_a_root_renames_what_this_machine_indexed_before(two, settings: Settings, pg_url: str,
+                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Machine C indexed its checkout before mapping the root: absolute names. `helix sources map` renames
+    them in place: a file the team already holds under its shared name is retired here (the shared copy
+    wins), another takes its `@repo/…` name and is re-indexed (its old folder's words leave the index),
+    and the next index pass finds every file unchanged."""
+    c_repo = _checkout(tmp_path / "catdir_zq" / "repo")
+    (c_repo / "src" / "ledger.py").write_text('def close_the_books(year: int) -> str:\n    return f"closed {year}"\n')
+    home = tmp_path / "home-c"
+    c = _machine(settings, home, pg_url, None)  # no map yet
+    try:
+        c.ingest_path(c_repo)
+        assert c.genome.fts_search('"catdir"', 10, "path"), "indexed under its absolute name"
+    finally:
+        c.close()
+
+    monkeypatch.setenv("HELIX_HOME", str(home))
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    assert cli_main(["sources", "map", "repo", str(c_repo)]) == 0
+    assert "1 file(s) indexed under" in capsys.readouterr().out
+    with psycopg.connect(pg_url) as conn:
+        files = {r[0] for r in conn.execute("SELECT path FROM files")}
+        live = {r[0] for r in conn.execute("SELECT source_path FROM genes WHERE retired_at IS NULL")}
+        named = {r[0] for t, col in (("gene_sources", "path"), ("symbols", "path"))
+                 for r in conn.execute(f"SELECT {col} FROM {t}")}
+    assert files == live == {"@repo/src/server.py", "@repo/src/util.py", "@repo/src/ledger.py"}
+    assert not any("catdir_zq" in p for p in named)
+
+    c = _machine(settings, home, pg_url, c_repo)
+    try:
+        assert not c.genome.fts_search('"catdir"', 10, "path"), "the old folder's words left the index"
+        assert c.fingerprint("close_the_books", max_results=1)[0]["source_id"].endswith("ledger.py")
+        again = c.ingest_path(c_repo)
+        assert again.files_unchanged == 3 and again.genes_added == 0
+    finally:
+        c.close()

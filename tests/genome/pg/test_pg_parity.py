@@ -91,6 +91,11 @@ def test_context_on_postgres_answers_and_learns_per_party(settings: Settings, pg
         team.genome.record_delivery(rowids)
         mine = team.genome.coactivated(rowids[:1])
         assert mine, "this party's backend learned the pair"
+        partners = set(rowids) - {rowids[0]}
+        assert partners and partners <= set(mine), "every pair of the delivery (one statement for all of them)"
+        team.genome.record_delivery(rowids)  # the same genes again: each of their pairs counts one more
+        again = team.genome.coactivated(rowids[:1])
+        assert {r: again[r] - mine[r] for r in mine} == {r: 1.0 if r in partners else 0.0 for r in mine}
         who = chosen.attribution
         other = open_genome(chosen.replace(attribution=dataclasses.replace(who, user="bob", device="laptop")))
         try:

@@ -35,9 +35,9 @@ def test_another_backends_write_reaches_the_remembered_counts_within_two_seconds
         before = reader.genome.fts_search(expr, 10)  # remembers both words' counts and N
         live = reader.genome.live_gene_count()
         assert before and live == 6
-        assert reader.genome.conn.doc_count_upto(f'"{WORD}"', 100) == 0
+        assert reader.genome.doc_count_upto(f'"{WORD}"', 100) == 0
         both = f'"{WORD}" AND "entries"'  # an AND: answered from the remembered posting sets
-        assert reader.genome.conn.doc_count_upto(both, 100) == 0
+        assert reader.genome.doc_count_upto(both, 100) == 0
 
         (tree / "ledger.py").write_text(f"def {WORD}(entries):\n    \"\"\"Sum the quarter.\"\"\"\n"
                                         "    return sum(entries)\n")
@@ -46,8 +46,8 @@ def test_another_backends_write_reaches_the_remembered_counts_within_two_seconds
         while reader.genome.live_gene_count() == live and time.monotonic() < deadline:
             time.sleep(0.05)
         assert reader.genome.live_gene_count() == 7, "the live count moved on within 2 s"
-        assert reader.genome.conn.doc_count_upto(f'"{WORD}"', 100) == 1
-        assert reader.genome.conn.doc_count_upto(both, 100) == 1
+        assert reader.genome.doc_count_upto(f'"{WORD}"', 100) == 1
+        assert reader.genome.doc_count_upto(both, 100) == 1
         assert len(reader.genome.fts_search(both, 10)) == 1
         hits = reader.fingerprint(WORD, max_results=1)
         assert hits and hits[0]["symbol"] == WORD

@@ -116,7 +116,7 @@ def test_retention_caps_hold_and_a_chat_buffer_stays_with_its_owner(
     assert 0 < rows["coactivation"] and rows["coactivation_per_gene_max"] <= 2, rows
 
 
-def test_the_cli_checks_a_team_genome_and_says_what_to_do_instead_of_export(
+def test_the_cli_checks_and_exports_a_team_genome_and_says_what_to_do_instead_of_import(
         settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
     from helix_context import cli
@@ -132,6 +132,7 @@ def test_the_cli_checks_a_team_genome_and_says_what_to_do_instead_of_export(
         conn.execute("DELETE FROM lex_docs WHERE gene = (SELECT min(id) FROM genes)")
     assert cli.main(["check"]) == 1
     assert "1 live genes missing from the lexical index" in capsys.readouterr().out
-    assert cli.main(["export", str(tmp_path / "out.helix")]) == 2
-    err = capsys.readouterr().err
-    assert "helix genome copy --to FILE.db" in err and not (tmp_path / "out.helix").exists()
+    assert cli.main(["export", str(tmp_path / "out.helix")]) == 0 and (tmp_path / "out.helix").exists()
+    capsys.readouterr()
+    assert cli.main(["import", str(tmp_path / "out.helix")]) == 2  # import writes SQLite rows: it says what to do
+    assert "helix genome copy --to postgresql://" in capsys.readouterr().err

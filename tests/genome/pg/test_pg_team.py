@@ -220,3 +220,45 @@ def test_a_reader_during_a_re_index_is_never_left_empty(settings: Settings, pg_u
         assert "revised" in window.expressed_context or "shift it" in window.expressed_context
     finally:
         reader.close()
+
+
+def test_a_questions_snapshot_is_one_repeatable_read_only_transaction(pg_url: str) -> None:
+    """read_snapshot opens with one BEGIN naming the level: what another backend commits meanwhile is not
+    seen until it ends, writes are refused inside, and an error inside leaves the connection usable."""
+    genome = PgGenome(pg_url, listen=False)
+    try:
+        raw = genome._raw()
+        with genome.read_snapshot():
+            assert raw.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
+            assert raw.execute("SHOW transaction_read_only").fetchone() == ("on",)
+            before = raw.execute("SELECT count(*) FROM helix_meta").fetchone()
+            with psycopg.connect(pg_url, autocommit=True) as other:
+                other.execute("INSERT INTO helix_meta(key, value) VALUES ('snapshot_probe', 'x')")
+            assert raw.execute("SELECT count(*) FROM helix_meta").fetchone() == before, "one snapshot"
+        assert raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert raw.execute("SELECT count(*) FROM helix_meta").fetchone()[0] == before[0] + 1
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), genome.read_snapshot():
+            raw.execute("DELETE FROM helix_meta WHERE key = 'snapshot_probe'")
+        assert raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert raw.execute("SELECT value FROM helix_meta WHERE key = 'snapshot_probe'").fetchone() == ("x",)
+    finally:
+        genome.close()
+
+
+def test_an_open_write_holds_off_a_migration_without_locking_a_row(pg_url: str) -> None:
+    """A write transaction takes the migration lock shared (one round trip with BEGIN and the version
+    check): a migrating backend cannot start until it ends, and two writers never wait on each other."""
+    from helix_context.genome.pg.schema import MIGRATE_LOCK
+
+    first, second = PgGenome(pg_url, listen=False), PgGenome(pg_url, listen=False)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as migrator:
+            with first.transaction(changes_genes=False), second.transaction(changes_genes=False):
+                assert migrator.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATE_LOCK,)).fetchone() == (False,)
+                locked = migrator.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'tuple' "
+                                          "OR (locktype = 'transactionid' AND NOT granted)").fetchone()
+                assert locked == (0,), "no row lock, nobody waiting"
+            assert migrator.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATE_LOCK,)).fetchone() == (True,)
+    finally:
+        first.close()
+        second.close()

@@ -1,0 +1,30 @@
+"""The team genome's side of learning.py: a delivery's co-activation pairs in one statement.
+
+Why: a delivery of 24 genes is 276 pairs. SQLite runs a statement per pair in-process for
+microseconds each; on PostgreSQL each is a statement the server parses, plans and executes
+(pipelined, but still one execution each), which made the delivery record most of the server's
+CPU per question (bench_team.py). One INSERT … SELECT over two arrays does the same upserts
+in one execution, in the same (sorted) order, so two backends recording at once cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from helix_context.genome.retention import PartyScope
+
+
+class PgLearningMixin:
+    """Overrides LearningMixin._count_pairs; placed before it in PgGenome's bases."""
+
+    party_scope: PartyScope
+
+    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int]], now: float) -> None:
+        if not pairs:
+            return
+        scope = self.party_scope
+        tx.execute(f"INSERT INTO coactivation({scope.column}a, b, count, last_at) "
+                   f"SELECT {scope.mark}p.a, p.b, 1, ?::float8 FROM unnest(?::bigint[], ?::bigint[]) AS p(a, b) "
+                   f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
+                   "last_at = excluded.last_at", (*scope.values, now, [a for a, _ in pairs], [b for _, b in pairs]))
