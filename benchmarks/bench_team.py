@@ -271,7 +271,6 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="helix-bench-team-"))
     os.environ.update({"HELIX_HOME": str(work / "home"), "HELIX_CONFIG": str(REPO / "helix.toml"),
                        "HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0", "XDG_RUNTIME_DIR": str(work)})
-    os.environ.setdefault("HELIX_EMBEDDING_MODEL_DIR", str(Path.home() / ".cache" / "helix-bench-models"))
     from helix_context.config import load_config
 
     results: dict[str, Any] = {"genes_target": args.genes}
