@@ -171,7 +171,7 @@ class Retriever:
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):
-                per_signal[name] = scorer(self.genome, qs, pool, terms)
+                per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts)
         defs = definitions(self.genome, qs)
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)
