@@ -10,6 +10,7 @@ rare they are there — never by a word list about one project.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -81,11 +82,20 @@ def _name_kinds(text: str, identifiers: list[str], frames: list[tuple[str, str]]
     yield [func for _, func in frames if not func.startswith("<")]
     yield _EXC_RE.findall(text)
     yield [m.group(0).rsplit(".", 1)[-1] for quoted in _BACKTICK_RE.findall(text) for m in _IDENT_RE.finditer(quoted)]
-    code = " ".join(m.group(0) for m in _CODE_BLOCK_RE.finditer(text))
+    code = " ".join(_code_blocks(text)[0])
     yield _CALL_RE.findall(code)
     yield _CALL_RE.findall(text)
     yield [part for ident in identifiers for part in ident.split(".")]
     yield [w for w in dict.fromkeys(_IDENT_RE.findall(code)) if is_compound(w)]
+
+
+@functools.lru_cache(maxsize=8)
+def _code_blocks(text: str) -> tuple[tuple[str, ...], str]:
+    """(the text's code blocks and prompt/indented lines, the text with each replaced by a space).
+
+    Why remembered: extraction (meaning, names used as code) and the query's kind (program_share)
+    each split the same text this way, a regex pass over up to 64 KB; the last few texts are kept."""
+    return tuple(_CODE_BLOCK_RE.findall(text)), _CODE_BLOCK_RE.sub(" ", text)  # (the pattern has no groups)
 
 
 def meaning(text: str) -> tuple[str, ...]:
@@ -102,7 +112,7 @@ def meaning(text: str) -> tuple[str, ...]:
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 2:
         return (text,)
-    prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _CODE_BLOCK_RE.sub(" ", text)).split())
+    prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _code_blocks(text)[1]).split())
     title = lines[0].strip()
     is_title = len(title) <= MAX_TITLE_CHARS and not _CODE_BLOCK_RE.match(title) and not _OUTPUT_LINE_RE.match(title)
     views = [title] if is_title else []
@@ -120,10 +130,10 @@ def program_share(text: str) -> float:
     size = len(text.strip())
     if size == 0:
         return 0.0
-    code = sum(len(m.group(0).strip()) for m in _CODE_BLOCK_RE.finditer(text))
+    blocks, rest = _code_blocks(text)
+    code = sum(len(block.strip()) for block in blocks)
     # each line's head decides whether it is output (a 64 KB line costs its head, not a backtracking scan)
-    code += sum(len(line.strip()) for line in _CODE_BLOCK_RE.sub(" ", text).splitlines()
-                if _OUTPUT_LINE_RE.match(line[:MAX_TITLE_CHARS]))
+    code += sum(len(line.strip()) for line in rest.splitlines() if _OUTPUT_LINE_RE.match(line[:MAX_TITLE_CHARS]))
     return min(1.0, code / size)
 
 
