@@ -18,7 +18,7 @@ from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
-from helix_context.retrieve.fusion import FUSERS, blend_weights
+from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
@@ -118,6 +118,15 @@ class Retriever:
             code = CodeGenes() if code is None else code
             code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, code_weights)
+
+    def _fuse_added(self, fused: dict[int, tuple[float, dict[str, float]]], per_signal: dict[str, dict[int, float]],
+                    name: str, code_weights: dict[str, float], code: CodeGenes
+                    ) -> dict[int, tuple[float, dict[str, float]]]:
+        """`fused` with per_signal[name] (the last signal) fused in: as _fuse(per_signal), without redoing the rest."""
+        code_rows: set[int] = set()
+        if code_weights != self.weights:
+            code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
+        return fuse_added(fused, name, per_signal[name], self.fuse, self.weights, code_rows, code_weights)
 
     def _span_cosines(self, vector: np.ndarray | None,
                       items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
@@ -235,7 +244,7 @@ class Retriever:
                 co = _only(co, allowed)
             if co:
                 per_signal["coactivation"] = co
-                fused = self._fuse(per_signal, code_weights, code)
+                fused = self._fuse_added(fused, per_signal, "coactivation", code_weights, code)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
