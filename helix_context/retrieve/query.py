@@ -176,6 +176,8 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
     identifiers: list[str] = []
     parts: list[str] = []
     for word, n in Counter(_IDENT_RE.findall(text)).items():
+        if word.isascii() and word.isalnum() and word.islower():  # a plain word: no parts, not a name
+            continue
         pieces = word.split(".")
         for piece in pieces:
             compound = is_compound(piece)
