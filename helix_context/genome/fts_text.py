@@ -152,6 +152,16 @@ def fts_tokens(text: str) -> list[str]:
     return [t.lower() for t in _FTS_TOKEN_RE.findall(text)]
 
 
+def word_tokens(word: str) -> list[str]:
+    """fts_tokens for one query word: the same tokens, without the regex for a plain ASCII word.
+
+    Why: a pasted issue's hundreds of distinct words are each split on every question (terms.py);
+    a word of ASCII letters, digits and '_' is one token, its lowercase."""
+    if word.isascii() and word.replace("_", "a").isalnum():
+        return [word.lower()]
+    return fts_tokens(word)
+
+
 def quote_term(term: str) -> str:
     """An FTS5 string literal: any user text is safe inside double quotes."""
     return '"' + term.replace('"', '""') + '"'

@@ -94,11 +94,9 @@ class ExactDocCounts(_PerGeneration):
         super().__init__(generation, limit)
         self._genome = genome
 
-    def get(self, conn: object, terms: Sequence[str]) -> dict[str, int]:
-        """Indexed term → genes holding it; terms no gene holds are left out (as genome.term_doc_counts).
-        `conn` is not used: the counts come from the genome this memory was made for (the argument stays
-        for retrieve/silence_gate.py, which still passes `genome.conn`)."""
-        del conn
+    def get(self, terms: Sequence[str]) -> dict[str, int]:
+        """Indexed term → genes holding it; terms no gene holds are left out (as genome.term_doc_counts),
+        from the genome this memory was made for."""
         generation = self._generation()
         with self._lock:
             counts = self._counts_for(generation)

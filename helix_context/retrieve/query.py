@@ -10,9 +10,10 @@ rare they are there — never by a word list about one project.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from helix_context.genome.fts_text import is_compound, split_identifier
 from helix_context.models import QuerySignals
@@ -36,6 +37,7 @@ _PHRASE_RE = re.compile(r'"([^"]{2,200})"')
 # otherwise costs quadratic backtracking (seconds per query)
 _PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
                       r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b)")
+_PATH_SEP_RE = re.compile(r"[\\/]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -59,19 +61,41 @@ def _unique(items: list[str], limit: int = MAX_TERMS) -> tuple[str, ...]:
 
 
 def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Names the query uses as code, most telling first: frames, errors, `quoted`, calls, dotted parts."""
+    """Names the query uses as code, most telling first: frames, errors, `quoted`, calls, dotted parts.
+
+    Only the first MAX_TERMS names are kept, so the kinds are read in that order and the reading stops
+    once enough are kept: a pasted issue's frames alone often fill the list, and the later kinds
+    (calls and names in all of its code) were most of the cost of reading a 20 KB issue."""
     frames = [(path.replace("\\", "/").rsplit("/", 1)[-1], func) for path, func in _FRAME_RE.findall(text)]
-    names: list[str] = [func for _, func in frames if not func.startswith("<")]
-    names += _EXC_RE.findall(text)
-    for quoted in _BACKTICK_RE.findall(text):
-        names += [m.group(0).rsplit(".", 1)[-1] for m in _IDENT_RE.finditer(quoted)]
-    code = " ".join(m.group(0) for m in _CODE_BLOCK_RE.finditer(text))
-    names += _CALL_RE.findall(code) + _CALL_RE.findall(text)
-    for ident in identifiers:
-        names += ident.split(".")
-    names += [w for w in dict.fromkeys(_IDENT_RE.findall(code)) if is_compound(w)]
-    keep = [n for n in dict.fromkeys(names) if len(n) > 2 and n.lower() not in _KEYWORDS and n.lower() not in STOP_WORDS]
-    return keep[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
+    keep: dict[str, None] = {}
+    for names in _name_kinds(text, identifiers, frames):
+        for name in names:
+            if name not in keep and len(name) > 2 and name.lower() not in _KEYWORDS and name.lower() not in STOP_WORDS:
+                keep[name] = None
+        if len(keep) >= MAX_TERMS:
+            break
+    return list(keep)[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
+
+
+def _name_kinds(text: str, identifiers: list[str], frames: list[tuple[str, str]]) -> Iterator[list[str]]:
+    """The kinds of names used as code, most telling first, each read only when asked for."""
+    yield [func for _, func in frames if not func.startswith("<")]
+    yield _EXC_RE.findall(text)
+    yield [m.group(0).rsplit(".", 1)[-1] for quoted in _BACKTICK_RE.findall(text) for m in _IDENT_RE.finditer(quoted)]
+    code = " ".join(_code_blocks(text)[0])
+    yield _CALL_RE.findall(code)
+    yield _CALL_RE.findall(text)
+    yield [part for ident in identifiers for part in ident.split(".")]
+    yield [w for w in dict.fromkeys(_IDENT_RE.findall(code)) if is_compound(w)]
+
+
+@functools.lru_cache(maxsize=8)
+def _code_blocks(text: str) -> tuple[tuple[str, ...], str]:
+    """(the text's code blocks and prompt/indented lines, the text with each replaced by a space).
+
+    Why remembered: extraction (meaning, names used as code) and the query's kind (program_share)
+    each split the same text this way, a regex pass over up to 64 KB; the last few texts are kept."""
+    return tuple(_CODE_BLOCK_RE.findall(text)), _CODE_BLOCK_RE.sub(" ", text)  # (the pattern has no groups)
 
 
 def meaning(text: str) -> tuple[str, ...]:
@@ -88,7 +112,7 @@ def meaning(text: str) -> tuple[str, ...]:
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 2:
         return (text,)
-    prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _CODE_BLOCK_RE.sub(" ", text)).split())
+    prose = " ".join(_OUTPUT_LINE_RE.sub(" ", _code_blocks(text)[1]).split())
     title = lines[0].strip()
     is_title = len(title) <= MAX_TITLE_CHARS and not _CODE_BLOCK_RE.match(title) and not _OUTPUT_LINE_RE.match(title)
     views = [title] if is_title else []
@@ -106,24 +130,41 @@ def program_share(text: str) -> float:
     size = len(text.strip())
     if size == 0:
         return 0.0
-    code = sum(len(m.group(0).strip()) for m in _CODE_BLOCK_RE.finditer(text))
+    blocks, rest = _code_blocks(text)
+    code = sum(len(block.strip()) for block in blocks)
     # each line's head decides whether it is output (a 64 KB line costs its head, not a backtracking scan)
-    code += sum(len(line.strip()) for line in _CODE_BLOCK_RE.sub(" ", text).splitlines()
-                if _OUTPUT_LINE_RE.match(line[:MAX_TITLE_CHARS]))
+    code += sum(len(line.strip()) for line in rest.splitlines() if _OUTPUT_LINE_RE.match(line[:MAX_TITLE_CHARS]))
     return min(1.0, code / size)
+
+
+def _path_tokens(text: str) -> list[str]:
+    """Segments and file-name stems of the paths the text writes, each once, the first MAX_TERMS of them.
+
+    Only MAX_TERMS are kept (`_unique`), so the scan stops there: a pasted issue's tracebacks write
+    hundreds of paths, and finding them all cost more than the rest of the words."""
+    tokens: dict[str, None] = {}
+    seen: set[str] = set()
+    for match in _PATH_RE.finditer(text):
+        path = match.group(0)
+        if path in seen:  # the same path gives the same tokens
+            continue
+        seen.add(path)
+        segments = [s for s in _PATH_SEP_RE.split(path) if s]
+        for segment in segments:
+            tokens[segment.lower()] = None
+        name = segments[-1] if segments else path
+        stem = name.rsplit(".", 1)[0].lower()
+        if stem:  # `.env` has no stem
+            tokens[stem] = None
+        if len(tokens) >= MAX_TERMS:
+            break
+    return list(tokens)
 
 
 def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
     text = _CONTROL_RE.sub(" ", query or "")[:MAX_QUERY_CHARS]
     phrases = [p.strip() for p in _PHRASE_RE.findall(text)]
-    paths = _PATH_RE.findall(text)
-    path_tokens: list[str] = []
-    for path in paths:
-        segments = [s for s in re.split(r"[\\/]+", path) if s]
-        path_tokens.extend(s.lower() for s in segments)
-        name = segments[-1] if segments else path
-        stem = name.rsplit(".", 1)[0]
-        path_tokens.append(stem.lower())
+    path_tokens = _path_tokens(text)
     # a pasted issue repeats its words and names many times: each distinct spelling is looked at once
     counts: Counter[str] = Counter()
     for word, n in Counter(_WORD_RE.findall(text)).items():
@@ -135,6 +176,8 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
     identifiers: list[str] = []
     parts: list[str] = []
     for word, n in Counter(_IDENT_RE.findall(text)).items():
+        if word.isascii() and word.isalnum() and word.islower():  # a plain word: no parts, not a name
+            continue
         pieces = word.split(".")
         for piece in pieces:
             compound = is_compound(piece)

@@ -18,7 +18,7 @@ from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
-from helix_context.retrieve.fusion import FUSERS, blend_weights
+from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
                                           file_mass, locate, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
@@ -110,12 +110,23 @@ class Retriever:
         cfg = self.settings.retrieval
         return self.locate_weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
-    def _fuse(self, per_signal: dict[str, dict[int, float]],
-              code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
+    def _fuse(self, per_signal: dict[str, dict[int, float]], code_weights: dict[str, float],
+              code: CodeGenes | None = None) -> dict[int, tuple[float, dict[str, float]]]:
+        """`code`: which genes hold code, remembered between the two fusions of one question."""
         code_rows: set[int] = set()
         if code_weights != self.weights:
-            code_rows = self.genome.code_rowids({r for s in per_signal.values() for r in s})
+            code = CodeGenes() if code is None else code
+            code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, code_weights)
+
+    def _fuse_added(self, fused: dict[int, tuple[float, dict[str, float]]], per_signal: dict[str, dict[int, float]],
+                    name: str, code_weights: dict[str, float], code: CodeGenes
+                    ) -> dict[int, tuple[float, dict[str, float]]]:
+        """`fused` with per_signal[name] (the last signal) fused in: as _fuse(per_signal), without redoing the rest."""
+        code_rows: set[int] = set()
+        if code_weights != self.weights:
+            code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
+        return fuse_added(fused, name, per_signal[name], self.fuse, self.weights, code_rows, code_weights)
 
     def _span_cosines(self, vector: np.ndarray | None,
                       items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
@@ -171,7 +182,7 @@ class Retriever:
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):
-                per_signal[name] = scorer(self.genome, qs, pool, terms)
+                per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts)
         defs = definitions(self.genome, qs)
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)
@@ -224,7 +235,8 @@ class Retriever:
 
         t = time.perf_counter()
         code_weights = self.code_weights_for(ev.kind)
-        fused = self._fuse(per_signal, code_weights)
+        code = CodeGenes()
+        fused = self._fuse(per_signal, code_weights, code)
         if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
@@ -232,7 +244,7 @@ class Retriever:
                 co = _only(co, allowed)
             if co:
                 per_signal["coactivation"] = co
-                fused = self._fuse(per_signal, code_weights)
+                fused = self._fuse_added(fused, per_signal, "coactivation", code_weights, code)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
@@ -315,6 +327,22 @@ class Retriever:
         """Evidence-led scope (retrieve/scope.py): the ranking it keeps, and the leader's name."""
         kept, found = lead_ranking(self.genome, self.catalog, ranked)
         return kept, found.project
+
+
+class CodeGenes:
+    """Which of one question's candidate genes hold code: each gene is looked up once, though
+    fusion runs again when co-activation adds candidates."""
+
+    def __init__(self) -> None:
+        self._checked: set[int] = set()
+        self._code: set[int] = set()
+
+    def of(self, genome: GenomeStore, rowids: set[int]) -> set[int]:
+        new = rowids - self._checked
+        if new:
+            self._code |= genome.code_rowids(new)
+            self._checked |= new
+        return self._code & rowids
 
 
 def _only(scores: dict[int, float], allowed: np.ndarray) -> dict[int, float]:

@@ -150,6 +150,15 @@ def contains(rowids: np.ndarray, candidates: Iterable[int]) -> set[int]:
     return set(wanted[rowids[at] == wanted].tolist())
 
 
+def count_in(rowids: np.ndarray, candidates: np.ndarray) -> int:
+    """How many of the distinct `candidates` are in the sorted `rowids` (len(contains(...)), without the set)."""
+    if len(candidates) == 0 or len(rowids) == 0:
+        return 0
+    at = np.searchsorted(rowids, candidates)
+    at[at >= len(rowids)] = 0
+    return int(np.count_nonzero(rowids[at] == candidates))
+
+
 @dataclass(frozen=True)
 class Lead:
     """The project the evidence points at, and the ranked genes that stay with it."""

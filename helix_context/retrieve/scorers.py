@@ -5,10 +5,11 @@ Raw scores are on each scorer's own scale; fusion.py normalises them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
+from helix_context.genome import lexicon
 from helix_context.genome.fts_text import fts_tokens, quote_term
 from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
@@ -24,7 +25,8 @@ def _or(terms: list[str], joiner: str = " OR ") -> str:
     return joiner.join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
-def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
+               counts: lexicon.CappedCounts | None = None) -> Scores:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
     expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
     for phrase in qs.phrases:
@@ -38,7 +40,8 @@ def _identifier_like(term: str) -> bool:
     return any(c.isdigit() for c in term) or "_" in term
 
 
-def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
+               counts: lexicon.CappedCounts | None = None) -> Scores:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -53,14 +56,26 @@ def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighed
     return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
 
 
-def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
-    """File names and folders the query writes as paths (`server.py`, `deploy/k8s`)."""
+def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
+                counts: lexicon.CappedCounts | None = None) -> Scores:
+    """File names and folders the query writes as paths (`server.py`, `deploy/k8s`).
+
+    `counts`: the per-generation memory of capped counts (the same numbers, read once)."""
     wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
         return {}
     # a column filter still walks each word's whole posting list: the rarest path words first, within a
     # budget of genes walked (`src` names every file of a repository and would cost the most, saying nothing)
-    held = genome.word_doc_counts_upto(wanted, MAX_PATH_WORD_DOCS)
+    def count(words: list[str], cap: int) -> dict[str, int]:
+        return counts.get(genome, words, cap) if counts is not None else genome.word_doc_counts_upto(words, cap)
+
+    # Counted up to the budget first (a common word costs its first 6k postings, not 20k): a word over
+    # the budget can only be searched when it is the rarest, i.e. when no word is under the budget
+    # (the rarest is always taken, and any later word over the budget breaks the loop below). Only
+    # then are the counts read again up to MAX_PATH_WORD_DOCS: the words chosen are the same.
+    held = count(wanted, PATH_POSTING_BUDGET)
+    if not any(n <= PATH_POSTING_BUDGET for n in held.values()):
+        held = count(wanted, MAX_PATH_WORD_DOCS)
     chosen: list[str] = []
     spent = 0
     for word in sorted((t for t in wanted if 0 < held.get(t, 0) <= MAX_PATH_WORD_DOCS), key=lambda t: held[t]):
@@ -73,7 +88,8 @@ def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighe
     return dict(genome.fts_search(_or(chosen), limit, column="path"))
 
 
-def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms) -> Scores:
+def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
+                      counts: lexicon.CappedCounts | None = None) -> Scores:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
@@ -95,6 +111,13 @@ def coactivation_scorer(genome: GenomeStore, seeds: list[int], limit: int) -> Sc
     return genome.coactivated(seeds, limit=limit)
 
 
-LexicalScorer = Callable[[GenomeStore, QuerySignals, int, WeighedTerms], Scores]
+class LexicalScorer(Protocol):
+    """(genome, query, candidates wanted, the weighed words, the per-generation capped counts) → scores."""
+
+    def __call__(self, genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
+                 counts: lexicon.CappedCounts | None = None) -> Scores: ...
+
+
+
 LEXICAL_SCORERS: dict[str, LexicalScorer] = {"fts": fts_scorer, "tags": tag_scorer, "path": path_scorer,
                                              "path_terms": path_terms_scorer}

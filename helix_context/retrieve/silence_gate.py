@@ -16,7 +16,7 @@ import numpy as np
 
 from helix_context.genome.fts_text import fts_tokens
 from helix_context.models import QuerySignals, ScoredGene
-from helix_context.retrieve.scope import contains
+from helix_context.retrieve.scope import count_in
 from helix_context.weigh.relevance import gene_words, idf_weights, query_words
 from helix_context.weigh.silence import Silence, SilenceRule, features, judge
 
@@ -26,28 +26,37 @@ if TYPE_CHECKING:
 MAX_POSTINGS = 20_000  # a word's genes read to count how many are the project's; past this it is common
 BEST_ITEMS = 3  # the best share is the most any of the first few genes holds
 RULE = SilenceRule()
+NO_GENES = np.empty(0, dtype=np.int64)
 
 
 def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndarray | None,
                     names: Sequence[str] = ()) -> tuple[dict[str, int], int]:
     """(word → the project's genes holding it, the project's live genes); counts are remembered per
-    generation (questions share their words, and a common word's postings are the costly part)."""
+    generation (questions share their words, and a common word's postings are the costly part). The
+    words not remembered yet are read together (`term_rowid_lists`: one statement, not one per word)."""
     genome = retriever.genome
     if allowed is None:
-        return retriever.doc_counts.get(genome.conn, list(words)), genome.live_gene_count()
+        return retriever.doc_counts.get(list(words)), genome.live_gene_count()
     counts: dict[str, int] = {}
     catalog = retriever.catalog
+    missing: list[str] = []
     for word in words:
         known = catalog.word_count(names, word)
-        if known is not None:
+        if known is None:
+            missing.append(word)
+        else:
             counts[word] = known
-            continue
-        rows = genome.term_rowids(word, MAX_POSTINGS)
-        held = len(contains(allowed, rows))
-        if held and len(rows) >= MAX_POSTINGS:  # read only a part: scale up to the whole genome's count
-            held = int(held * retriever.doc_counts.get(genome.conn, [word]).get(word, len(rows)) / len(rows))
-        counts[word] = held
-        catalog.remember_word_count(names, word, held)
+    lists = genome.term_rowid_lists(missing, MAX_POSTINGS) if missing else {}
+    held = {word: count_in(allowed, lists.get(word, NO_GENES)) for word in missing}
+    # read only a part: scale up to the whole genome's count
+    partial = [word for word in missing if held[word] and len(lists[word]) >= MAX_POSTINGS]
+    whole = retriever.doc_counts.get(partial) if partial else {}
+    for word in missing:
+        n = held[word]
+        if word in partial:
+            n = int(n * whole.get(word, len(lists[word])) / len(lists[word]))
+        counts[word] = n
+        catalog.remember_word_count(names, word, n)
     return counts, len(allowed)
 
 

@@ -12,13 +12,14 @@ and are dropped; nothing here knows about any project.
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from helix_context.genome import lexicon
-from helix_context.genome.fts_text import fts_tokens, quote_term
+from helix_context.genome.fts_text import quote_term, word_tokens
 from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
 
@@ -68,10 +69,10 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
     counts: dict[str, int] = {}
     identifiers: set[str] = set()
     for word, n in qs.term_counts or tuple((t, 1) for t in qs.terms):
-        for tok in fts_tokens(word):
+        for tok in word_tokens(word):
             counts[tok] = counts.get(tok, 0) + n
     for item in (*qs.identifiers, *qs.identifier_parts, *qs.expansions):
-        for tok in fts_tokens(item):
+        for tok in word_tokens(item):
             counts.setdefault(tok, 1)
             if "_" in tok or item in qs.identifiers:
                 identifiers.add(tok)
@@ -79,7 +80,8 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
         return WeighedTerms()
     # an indexed lookup per word (an IN list makes fts5vocab scan its whole table): look up
     # the words most likely to matter — names first, then the most repeated, then the longest
-    written = sorted(counts, key=lambda w: (w not in identifiers, -counts[w], -len(w)))[:MAX_LOOKUPS]
+    # (heapq.nsmallest is sorted(...)[:n], ties in the same order, without sorting every word)
+    written = heapq.nsmallest(MAX_LOOKUPS, counts, key=lambda w: (w not in identifiers, -counts[w], -len(w)))
     stems = stem_words(written)
     n = max(genome.live_gene_count(), 1)
     cutoff = max(1, min(int(COMMON_FRACTION * n), MAX_WORD_DOCS))

@@ -112,12 +112,12 @@ def test_exact_counts_are_remembered_until_the_genome_changes(genome: Genome, mo
         return real(terms)
 
     monkeypatch.setattr(genome, "term_doc_counts", spy)
-    assert counts.get(genome.conn, ["widget", "sprocket", "absent"]) == {"widget": 212, "sprocket": 3}
-    assert counts.get(genome.conn, ["widget", "gadget"]) == {"widget": 212, "gadget": 212}
+    assert counts.get(["widget", "sprocket", "absent"]) == {"widget": 212, "sprocket": 3}
+    assert counts.get(["widget", "gadget"]) == {"widget": 212, "gadget": 212}
     assert asked == [["widget", "sprocket", "absent"], ["gadget"]]  # widget was remembered
     genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
                                         [(gene(999, "one more widget"), None)])])
-    assert counts.get(genome.conn, ["widget"]) == {"widget": 213}  # an ingest: counted again
+    assert counts.get(["widget"]) == {"widget": 213}  # an ingest: counted again
 
 
 def test_capped_counts_are_remembered_per_generation_with_the_same_numbers(genome: Genome, small_caps: None,

@@ -130,7 +130,7 @@ def test_item_relevance_is_weighed_against_the_scoped_projects_own_statistics(
         words = query_words(both.retriever.retrieve(QUERY, gate=False).query)
 
         def weights(helix: HelixContextManager) -> dict[str, float]:
-            return idf_weights(words, helix.retriever.doc_counts.get(helix.genome.conn, words),
+            return idf_weights(words, helix.retriever.doc_counts.get(words),
                                helix.genome.live_gene_count())
 
         solo, whole = weights(alone), weights(both)

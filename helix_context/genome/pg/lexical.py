@@ -326,6 +326,29 @@ def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
     return [gene for gene, _ in search(conn, expr, limit)]
 
 
+def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[str, list[int]]:
+    """term_rowids for many words in one round trip: word → the ids of the genes whose postings hold its
+    expression (`exprs`: word → term expression), at most `limit` each. A word that is not one term
+    (rare: FTS5 would split it) is read on its own."""
+    out: dict[str, list[int]] = {}
+    single: dict[str, str] = {}  # word → the one posting term it is
+    for word, expr in exprs.items():
+        query = parse(expr)
+        if not query.groups or limit <= 0:
+            out[word] = []
+        elif len(query.groups) == 1 and len(query.groups[0]) == 1:
+            single[word] = query.groups[0][0]
+        else:
+            out[word] = term_rowids(conn, expr, limit)
+    if single:
+        rows = conn.execute("SELECT t.term, (SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings AS p "
+                            "WHERE p.term = t.term LIMIT %s) AS s) FROM unnest(%s::text[]) AS t(term)",
+                            (limit, list(dict.fromkeys(single.values())))).fetchall()
+        found = {str(term): [int(g) for g in genes] for term, genes in rows if genes}
+        out.update((word, found.get(term, [])) for word, term in single.items())
+    return out
+
+
 def term_doc_counts(conn: Any, terms: Sequence[str]) -> dict[str, int]:
     """Stemmed term → genes holding it (symbols_sql.term_doc_counts' contract)."""
     wanted = list(dict.fromkeys(terms))

@@ -341,6 +341,11 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         """Gene ids whose postings hold `term`, at most `limit` (fulltext.FullTextMixin.term_rowids on SQLite)."""
         return lexical.term_rowids(self._raw(), fts_text.quote_term(term), limit)
 
+    def term_rowid_lists(self, terms: Sequence[str], limit: int) -> dict[str, np.ndarray]:
+        """term_rowids for many terms in one round trip (fulltext.FullTextMixin.term_rowid_lists on SQLite)."""
+        found = lexical.term_rowid_lists(self._raw(), {t: fts_text.quote_term(t) for t in terms}, limit)
+        return {t: np.asarray(ids, dtype=np.int64) for t, ids in found.items()}
+
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:
             self._vectors = PgVectorIndex(self._raw)

@@ -10,6 +10,7 @@ from helix_context.config import Settings
 from helix_context.genome.pg import lexical
 from helix_context.manager import HelixContextManager
 
+from ..test_term_rowid_lists import awkward_words
 from .test_pg_parity import tree  # noqa: F401  (the fixture, used by name)
 
 EXPRESSIONS = ['"redact_url"', '"credentials" OR "password" OR "url"', '"genome" AND "error"',
@@ -48,7 +49,8 @@ def test_postgres_ranks_like_fts5(both, column: str | None) -> None:
 
 
 def test_the_server_side_and_the_python_scoring_agree(both, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain OR / AND lists are summed by the server; the other shapes here. Same answers either way."""
+    """Plain OR / AND lists are summed by the server; the other shapes here. Same answers either way.
+    Also: many words' genes read in one round trip equal each word's alone (`term_rowid_lists`)."""
     _, team = both
     raw = team.genome._raw()
     for expr in EXPRESSIONS:
@@ -58,6 +60,30 @@ def test_the_server_side_and_the_python_scoring_agree(both, monkeypatch: pytest.
             in_python = lexical.search(raw, expr, 20)
         assert [g for g, _ in in_sql] == [g for g, _ in in_python], expr
         assert [s for _, s in in_sql] == pytest.approx([s for _, s in in_python], rel=1e-9)
+    # on the same genomes (each pair costs seconds to build): many words' genes in one round trip
+    _many_words_at_once_equal_each_word_alone_and_sqlite(*both)
+
+
+def _many_words_at_once_equal_each_word_alone_and_sqlite(lite: HelixContextManager, team: HelixContextManager) -> None:
+    """term_rowid_lists (the silence gate's one round trip) = term_rowids word by word, and SQLite's genes."""
+    words = awkward_words()
+    for limit in (3, 20_000):
+        got = team.genome.term_rowid_lists(words, limit)
+        assert set(got) == set(words)
+        for word in words:
+            assert sorted(got[word].tolist()) == sorted(team.genome.term_rowids(word, limit)), (word, limit)
+        full = lite.genome.term_rowid_lists(words, limit)
+        # one-token words: the same genes by content on both backends (each numbers its genes its own way;
+        # a phrase is matched without adjacency here, docs/team.md)
+        for word in (w for w in words if w.isidentifier()):
+            if limit > 3:
+                assert _gene_ids(team, got[word]) == _gene_ids(lite, full[word]), word
+        assert len(got["def"]) > 0
+
+
+def _gene_ids(helix: HelixContextManager, rowids) -> set[str]:
+    genes = helix.genome.genes_by_rowid(int(r) for r in rowids)
+    return {g.gene_id for g in genes.values()}
 
 
 def test_postings_tokenized_by_parse_workers_are_the_ones_the_writer_would_make(
