@@ -34,6 +34,9 @@ def test_supervisor_metrics_reach_a_real_otlp_receiver(supervisors, monkeypatch:
             while time.monotonic() < deadline and not (wanted <= set(got) and 1 in got["helix.backend.up"]):
                 await asyncio.sleep(0.1)
             task.cancel()
+            # stopped while the receiver still listens: its last export lands at once instead of
+            # retrying against a closed port until the exporter's timeout
+            await asyncio.to_thread(sup.shutdown, stop_backend=True, timeout=15)
 
     asyncio.run(main())
     assert wanted <= set(got), sorted(got)
