@@ -314,14 +314,16 @@ def doc_count_upto(conn: Any, expr: str, cap: int, stats: tuple[int, int] | None
 
 
 def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
-    """Gene ids whose postings hold the term expression `expr`, at most `limit` (the genome's term_rowids contract)."""
+    """Gene ids whose postings hold the term expression `expr`, at most `limit` (the genome's term_rowids contract):
+    the lowest ids first, as SQLite's full-text index gives them, so a word held by more genes than `limit`
+    stands for the same subset on both backends."""
     query = parse(expr)
     if not query.groups or limit <= 0:
         return []
     if len(query.groups) == 1 and len(query.groups[0]) == 1:
         # one array value, not a row per gene: the silence gate reads up to 20k ids of a word per question
-        row = conn.execute("SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings WHERE term = %s LIMIT %s) AS s",
-                           (query.groups[0][0], limit)).fetchone()
+        row = conn.execute("SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings WHERE term = %s "
+                           "ORDER BY gene LIMIT %s) AS s", (query.groups[0][0], limit)).fetchone()
         return [int(g) for g in row[0]] if row and row[0] else []
     return [gene for gene, _ in search(conn, expr, limit)]
 
@@ -342,7 +344,7 @@ def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[st
             out[word] = term_rowids(conn, expr, limit)
     if single:
         rows = conn.execute("SELECT t.term, (SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings AS p "
-                            "WHERE p.term = t.term LIMIT %s) AS s) FROM unnest(%s::text[]) AS t(term)",
+                            "WHERE p.term = t.term ORDER BY gene LIMIT %s) AS s) FROM unnest(%s::text[]) AS t(term)",
                             (limit, list(dict.fromkeys(single.values())))).fetchall()
         found = {str(term): [int(g) for g in genes] for term, genes in rows if genes}
         out.update((word, found.get(term, [])) for word, term in single.items())
