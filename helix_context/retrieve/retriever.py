@@ -110,23 +110,20 @@ class Retriever:
         cfg = self.settings.retrieval
         return self.locate_weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
-    def _fuse(self, per_signal: dict[str, dict[int, float]], code_weights: dict[str, float],
-              code: CodeGenes | None = None) -> dict[int, tuple[float, dict[str, float]]]:
-        """`code`: which genes hold code, remembered between the two fusions of one question."""
-        code_rows: set[int] = set()
-        if code_weights != self.weights:
-            code = CodeGenes() if code is None else code
-            code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
+    def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
+        """Which of `rowids` hold code: only asked when this question weighs code differently."""
+        return self.genome.code_rowids(rowids) if code_weights != self.weights else set()
+
+    def _fuse(self, per_signal: dict[str, dict[int, float]],
+              code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
+        code_rows = self._code_rows(code_weights, {r for s in per_signal.values() for r in s})
         return self.fuse(per_signal, self.weights, code_rows, code_weights)
 
-    def _fuse_added(self, fused: dict[int, tuple[float, dict[str, float]]], per_signal: dict[str, dict[int, float]],
-                    name: str, code_weights: dict[str, float], code: CodeGenes
-                    ) -> dict[int, tuple[float, dict[str, float]]]:
-        """`fused` with per_signal[name] (the last signal) fused in: as _fuse(per_signal), without redoing the rest."""
-        code_rows: set[int] = set()
-        if code_weights != self.weights:
-            code_rows = code.of(self.genome, {r for s in per_signal.values() for r in s})
-        return fuse_added(fused, name, per_signal[name], self.fuse, self.weights, code_rows, code_weights)
+    def _fuse_added(self, fused: dict[int, tuple[float, dict[str, float]]], name: str, scores: dict[int, float],
+                    code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
+        """`fused` with `scores` (the last signal) fused in: as fusing every signal again, without redoing the rest."""
+        code_rows = self._code_rows(code_weights, set(scores))
+        return fuse_added(fused, name, scores, self.fuse, self.weights, code_rows, code_weights)
 
     def _span_cosines(self, vector: np.ndarray | None,
                       items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
@@ -235,8 +232,7 @@ class Retriever:
 
         t = time.perf_counter()
         code_weights = self.code_weights_for(ev.kind)
-        code = CodeGenes()
-        fused = self._fuse(per_signal, code_weights, code)
+        fused = self._fuse(per_signal, code_weights)
         if self._weighs("coactivation") and fused:
             seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
@@ -244,7 +240,7 @@ class Retriever:
                 co = _only(co, allowed)
             if co:
                 per_signal["coactivation"] = co
-                fused = self._fuse_added(fused, per_signal, "coactivation", code_weights, code)
+                fused = self._fuse_added(fused, "coactivation", co, code_weights)
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
         stages["fusion"] = time.perf_counter() - t
 
@@ -327,22 +323,6 @@ class Retriever:
         """Evidence-led scope (retrieve/scope.py): the ranking it keeps, and the leader's name."""
         kept, found = lead_ranking(self.genome, self.catalog, ranked)
         return kept, found.project
-
-
-class CodeGenes:
-    """Which of one question's candidate genes hold code: each gene is looked up once, though
-    fusion runs again when co-activation adds candidates."""
-
-    def __init__(self) -> None:
-        self._checked: set[int] = set()
-        self._code: set[int] = set()
-
-    def of(self, genome: GenomeStore, rowids: set[int]) -> set[int]:
-        new = rowids - self._checked
-        if new:
-            self._code |= genome.code_rowids(new)
-            self._checked |= new
-        return self._code & rowids
 
 
 def _only(scores: dict[int, float], allowed: np.ndarray) -> dict[int, float]:
