@@ -129,9 +129,10 @@ def _project(args: argparse.Namespace, helix: Any) -> str | None:
     """--project, else the project of the source the current directory is in (unless --any-project)."""
     if args.project or getattr(args, "any_project", False):
         return str(args.project) if args.project else None
+    from helix_context.sources.names import SourceNames
     from helix_context.sources.projects import cwd_projects
 
-    found = cwd_projects(helix.genome)
+    found = cwd_projects(helix.genome, folder_of=SourceNames.of(helix.settings).folder)
     return ",".join(found) if found else None
 
 

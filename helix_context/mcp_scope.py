@@ -55,6 +55,7 @@ async def client_roots(ctx: Any) -> list[Path]:
 
 def roots_project(sources: Iterable[Mapping[str, Any]], roots: Iterable[Path]) -> str | None:
     """'a,b' for the projects of the sources (GET /sources rows) that hold a root or lie inside one."""
-    names = projects_for_paths(((str(s.get("path", "")), s.get("project")) for s in sources
+    # "folder": where the source is on this machine (a team genome stores `@ROOT/…`: sources/names.py)
+    names = projects_for_paths(((str(s.get("folder") or s.get("path", "")), s.get("project")) for s in sources
                                 if s.get("state") != "removing"), roots)
     return ",".join(names) or None

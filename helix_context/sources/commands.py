@@ -26,7 +26,8 @@ from helix_context.genome.store import Genome
 from helix_context.genome.storage import GenomeStore
 from helix_context.sources import registry
 from helix_context.errors import InvalidRequest, SourceError
-from helix_context.sources.roots import RootMap
+from helix_context.sources.names import SourceNames
+from helix_context.sources.roots import RootMap, is_shared
 
 
 EXIT_UNREACHABLE = 3  # the CLI's code for "the backend did not answer"
@@ -87,10 +88,14 @@ class Backend:
         self.client.close()
 
 
-def _offline_status(genome: GenomeStore) -> dict[str, Any]:
+def _offline_status(genome: GenomeStore, names: SourceNames) -> dict[str, Any]:
     rows = [sources_sql.as_dict(r) for r in genome.list_sources()]
     for row in rows:
         row["watching"] = False
+        folder = names.folder(row["path"])
+        row["folder"] = None if folder is None else str(folder)
+        if folder is None and row["state"] != "removing":
+            row["state"], row["last_error"] = "unmapped", names.why_not_here(row["path"])
     paused = genome.sources_paused()
     return {"backend": "not running", "paused": paused, "indexing": False, "sources": rows,
             "indexed_genes": genome.live_gene_count(),
@@ -114,7 +119,9 @@ def _print_list(status: dict[str, Any]) -> None:
     for row in status["sources"]:
         line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} chunks  "
                 f"indexed {_ago(row['last_indexed']):<12} {row['path']}")
-        line += f"  [{row.get('project') or default_project(row['path'])}]"  # unset: what the next start gives it
+        line += f"  [{row.get('project') or default_project(row.get('folder') or row['path'])}]"  # unset: the default
+        if row.get("folder") and row["folder"] != row["path"]:  # a team genome's shared source: its checkout here
+            line += f"  here: {row['folder']}"
         print(line)
         if row.get("progress"):
             print(f"            indexing {row['progress']['done']:,} / {row['progress']['total']:,} files")
@@ -151,32 +158,76 @@ def _map(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     print(f"mapped {args.root} to {roots.roots[args.root]}: a team genome's @{args.root}/… files are read "
           "from there, and your uncommitted edits in it win over the shared text")
-    if settings.genome.url:
-        return _rename_indexed(settings, roots, args.root)
-    return 0
+    if not settings.genome.url:
+        return 0
+    done = _rename_indexed(settings, roots, args.root)
+    _tell_backend(settings)
+    return done
+
+
+def _tell_backend(settings: Settings) -> None:
+    """A running backend takes up the shared sources of a newly mapped root when it next reads its list."""
+    try:
+        backend = Backend.find(settings)
+    except BackendUnreachable:
+        return
+    if backend is not None:
+        try:
+            backend.call("GET", "/sources")
+        except (SourceError, httpx.HTTPError):
+            pass  # it reads the map again at its next start
+        finally:
+            backend.close()
 
 
 def _rename_indexed(settings: Settings, roots: RootMap, name: str) -> int:
     """Files this machine indexed under the folder before mapping it take their shared names (genome/renames.py)."""
     from helix_context.errors import GenomeError
-    from helix_context.genome.pg.open import open_team_genome
 
     folder = roots.roots[name]
     try:
-        who = settings.attribution
-        genome = open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
+        genome = _open(settings)
         try:
             done = genome.rename_under(str(folder), lambda path: roots.shared_name(Path(path)))
+            moved = _rename_sources(genome, roots, folder)
         finally:
             genome.close()
     except GenomeError as exc:
         print(f"helix sources: the map is saved, but files already indexed under {folder} keep their names "
               f"({exc}); run the command again", file=sys.stderr)
         return 1
+    for old, new in moved:
+        print(f"source {old} is now the shared source {new}")
     if done.files_renamed or done.files_dropped:
         print(f"{done.files_renamed} file(s) indexed under {folder} now named @{name}/…; {done.files_dropped} "
               f"already indexed under their shared name were retired here ({done.genes_reindexed} gene(s) re-indexed)")
     return 0
+
+
+def _rename_sources(genome: GenomeStore, roots: RootMap, folder: Path) -> list[tuple[str, str]]:
+    """Sources this machine added under `folder` before it was mapped take their shared names (names.py)."""
+    moved: list[tuple[str, str]] = []
+    for row in genome.list_sources():
+        if is_shared(row.path) or row.pending is not None:
+            continue
+        shared = roots.shared_name(Path(row.path))
+        here = Path(row.path)
+        if shared is None or not (here == folder or folder in here.parents):
+            continue
+        genome.add_source(shared, row.project, row.added_at)
+        genome.delete_source(row.path)
+        moved.append((row.path, shared))
+    return moved
+
+
+def _open(settings: Settings) -> GenomeStore:
+    """The configured genome (a team genome with [genome] url), for the changes recorded without a backend."""
+    if settings.genome.url:
+        from helix_context.genome.pg.open import open_team_genome
+
+        who = settings.attribution
+        return open_team_genome(settings.genome.url, party=f"{who.user}@{who.device}")
+    return Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -191,7 +242,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if backend is not None:
             data = _online(args, backend)
         else:
-            genome = Genome(settings.genome_path, busy_timeout_ms=settings.genome.busy_timeout_ms)
+            genome = _open(settings)
             try:
                 data = _offline(args, genome, settings)
             finally:
@@ -230,14 +281,15 @@ def _online(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
 
 
 def _offline(args: argparse.Namespace, genome: GenomeStore, settings: Settings) -> dict[str, Any]:
+    names = SourceNames.of(settings)
     if args.action == "list":
-        return _offline_status(genome)
+        return _offline_status(genome, names)
     if args.action == "add":
-        row = registry.record_add(genome, args.path, args.project, home=settings.home)
+        row = registry.record_add(genome, args.path, args.project, home=settings.home, names=names)
         return {**sources_sql.as_dict(row), "message": f"added {row.path}; no backend is running, so it is "
                                                          "indexed and watched when the backend next starts"}
     if args.action == "remove":
-        result = registry.record_remove(genome, args.path, forget=args.forget)
+        result = registry.record_remove(genome, args.path, forget=args.forget, names=names)
         what = ("its indexed chunks leave the answers when the backend next starts" if args.forget
                 else "its indexed chunks stay")
         return {**result, "message": f"removed {result['path']} from the list; {what}"}

@@ -9,11 +9,12 @@ their genes and files are relabelled to match.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from helix_context.genome.storage import GenomeStore
+from helix_context.sources.roots import is_shared
 
 log = logging.getLogger("helix.sources")
 
@@ -49,12 +50,14 @@ def ensure_projects(genome: GenomeStore) -> list[tuple[str, str]]:
     return done
 
 
-def assign(genome: GenomeStore, folder: str, project: str | None) -> str:
-    """The source's project after an add: the one given, else the one it has, else its default;
+def assign(genome: GenomeStore, folder: str, project: str | None, *, local: Path | None = None) -> str:
+    """The source's project after an add: the one given, else the one it has, else its default
+    (from `local`, the folder on this machine, when `folder` is a team genome's shared name);
     its genes follow (a re-add with another name relabels them, which an unchanged file's re-ingest
     would not)."""
     row = genome.get_source(folder)
-    name = (project or "").strip() or (row.project if row is not None and row.project else default_project(folder))
+    name = (project or "").strip() or (row.project if row is not None and row.project
+                                       else default_project(local or folder))
     genome.set_project(folder, name)
     return name
 
@@ -87,7 +90,8 @@ def project_states(genome: GenomeStore) -> dict[str, ProjectState]:
             continue
         name = row.project or default_project(row.path)
         folders.setdefault(name, []).append(row.path)
-        missing = row.state == "missing" or not Path(row.path).is_dir()
+        # a team genome's shared source (`@api/…`) is answered from the shared genes wherever it is checked out
+        missing = row.state == "missing" or (not is_shared(row.path) and not Path(row.path).is_dir())
         if missing:
             unavailable.setdefault(name, []).append(f"{row.path} is missing")
         elif paused:
@@ -117,10 +121,14 @@ def _pure(path: str | PurePath) -> PurePath:
         return Path(path).absolute()
 
 
-def cwd_projects(genome: GenomeStore, cwd: Path | None = None) -> tuple[str, ...]:
-    """Projects of the sources holding the current directory (the CLI's scope when none is named)."""
+def cwd_projects(genome: GenomeStore, cwd: Path | None = None,
+                 folder_of: Callable[[str], Path | None] | None = None) -> tuple[str, ...]:
+    """Projects of the sources holding the current directory (the CLI's scope when none is named).
+    `folder_of`: where a stored source is on this machine (a team genome's `@ROOT/…`: sources/names.py)."""
     here = cwd or Path.cwd()
-    rows = [(r.path, r.project) for r in genome.list_sources() if r.state != "removing"]
+    where = folder_of or Path
+    rows = [(str(folder), r.project) for r in genome.list_sources()
+            if r.state != "removing" and (folder := where(r.path)) is not None]
     inside = [(folder, project) for folder, project in rows if _pure(here) == _pure(folder)
               or _pure(folder) in _pure(here).parents]
     return projects_for_paths(inside, [here])

@@ -16,6 +16,8 @@ from helix_context.genome.sources_sql import SourceRow
 from helix_context.genome.storage import GenomeStore
 from helix_context.errors import SourceError, SourceNotFound
 from helix_context.sources import projects
+from helix_context.sources.names import SourceNames
+from helix_context.sources.roots import is_shared
 
 
 def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: bool = False) -> Path:
@@ -54,9 +56,12 @@ def resolve_folder(raw: str | Path, *, home: Path | None = None, absolute_only: 
 
 
 def lookup_key(raw: str | Path) -> str:
-    """The stored key of a source the user names (it may no longer exist on disk, so no strict resolve)."""
+    """The stored key of a source the user names (it may no longer exist on disk, so no strict resolve);
+    a team genome's shared name (`@api/docs`) is kept as it is."""
     if "\x00" in str(raw):
         raise SourceError("the path holds a NUL character, which no file name can: give the folder's path")
+    if is_shared(str(raw).strip()):
+        return str(raw).strip()
     path = Path(str(raw).strip()).expanduser()
     try:
         return str(path.resolve())
@@ -64,26 +69,31 @@ def lookup_key(raw: str | Path) -> str:
         return str(path.absolute())
 
 
-def find(genome: GenomeStore, raw: str | Path) -> SourceRow | None:
-    row = genome.get_source(lookup_key(raw))
-    if row is None:
-        row = genome.get_source(str(raw))
-    return row
+def find(genome: GenomeStore, raw: str | Path, names: SourceNames | None = None) -> SourceRow | None:
+    """The source the user names: by its folder here, as stored, or (team genome) by its shared name."""
+    for key in (names or SourceNames(None)).candidates(str(raw), lookup_key(raw)):
+        row = genome.get_source(key)
+        if row is not None:
+            return row
+    return None
 
 
-def record_add(genome: GenomeStore, raw: str | Path, project: str | None, *, home: Path | None = None) -> SourceRow:
+def record_add(genome: GenomeStore, raw: str | Path, project: str | None, *, home: Path | None = None,
+               names: SourceNames | None = None) -> SourceRow:
     """Without a backend: put the folder on the list; the next start indexes and watches it."""
     path = resolve_folder(raw, home=home)
-    genome.add_source(str(path), project or None, time.time())
-    projects.assign(genome, str(path), project)
-    row = genome.get_source(str(path))
+    key = (names or SourceNames(None)).key(path)
+    genome.add_source(key, project or None, time.time())
+    projects.assign(genome, key, project, local=path)
+    row = genome.get_source(key)
     assert row is not None
     return row
 
 
-def record_remove(genome: GenomeStore, raw: str | Path, *, forget: bool) -> dict[str, Any]:
+def record_remove(genome: GenomeStore, raw: str | Path, *, forget: bool,
+                  names: SourceNames | None = None) -> dict[str, Any]:
     """Without a backend: stop watching at once; with `forget`, the next start retires the folder's genes."""
-    row = find(genome, raw)
+    row = find(genome, raw, names)
     if row is None:
         raise SourceNotFound(f"{raw} is not a source; `helix sources list` shows them")
     if forget:

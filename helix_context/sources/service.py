@@ -42,6 +42,7 @@ from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.filters import PathFilter
 from helix_context.sources.projects import assign, ensure_projects
+from helix_context.sources.names import SourceNames
 from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
@@ -114,6 +115,7 @@ class SourcesService:
         self._busy = False
         self._thread: threading.Thread | None = None
         self._recheck: dict[str, tuple[float, set[str]]] = {}  # polling: source → (when, files to stat again)
+        self._known: set[str] = set()  # the sources this backend took up (queued, watched)
         self.batches = 0  # bursts handed over by the watchers (benchmarks, tests)
         self.ignored_events = 0  # events dropped by the filter before anything was queued
 
@@ -123,16 +125,24 @@ class SourcesService:
         """Apply changes recorded while no backend ran, queue a reconciling pass per source, start watching."""
         self._indexer = indexer
         ensure_projects(self.genome)  # sources recorded before projects were required get one
+        names = self.names()
         for row in self.genome.list_sources():
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
             if row.pending == "forget":
                 self._queue(row.path, _Work(forget=True))
                 continue
+            if names.folder(row.path) is None:  # a shared root not mapped here: the list says how to map it
+                continue
+            self._known.add(row.path)
             self._queue(row.path, _Work(full=True))
             if not self._paused:
                 self._watch(row.path)
         self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
         self._thread.start()
+
+    def names(self) -> SourceNames:
+        """This machine's naming of sources (a team genome: its root map, read afresh: no restart after a map)."""
+        return SourceNames.of(self.settings)
 
     def _index(self) -> Indexer:
         if self._indexer is None:
@@ -156,25 +166,27 @@ class SourcesService:
 
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
         path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
-        key = str(path)
+        key = self.names().key(path)  # a team genome: `@ROOT/rel`, refused outside the mapped roots (names.py)
         self.genome.add_source(key, project or None, time.time())
-        assign(self.genome, key, project)
+        assign(self.genome, key, project, local=path)
         row = self.genome.get_source(key)
         assert row is not None
         with self._cond:
             self._cancel.discard(key)
             self._missing.discard(key)
         self._skips.setdefault(key, {})
+        self._known.add(key)
         self._queue(key, _Work(full=True))
         if not self._paused:
             self._watch(key)
         return self._describe(row)
 
     def remove(self, raw: str, *, forget: bool = False) -> dict[str, Any]:
-        row = find(self.genome, raw)
+        row = find(self.genome, raw, self.names())
         if row is None:
             raise SourceNotFound(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
         key = row.path
+        self._known.discard(key)
         self._unwatch(key)
         with self._cond:
             self._work.pop(key, None)
@@ -207,9 +219,11 @@ class SourcesService:
         self.genome.set_sources_paused(False)
         with self._cond:
             self._paused = False
+        names = self.names()
         for row in self.genome.list_sources():
-            if row.pending == "forget":
+            if row.pending == "forget" or names.folder(row.path) is None:
                 continue
+            self._known.add(row.path)
             self._queue(row.path, _Work(full=True))  # catch up on what changed while paused
             self._watch(row.path)
         return self.status()
@@ -223,7 +237,9 @@ class SourcesService:
             queued = [k for k, w in self._work.items() if not w.forget]
             busy = self._busy
         rows = self.genome.list_sources()
-        sources = [self._describe(row, progress) for row in rows]
+        names = self.names()
+        self._adopt_mapped(rows, names)
+        sources = [self._describe(row, progress, names) for row in rows]
         summary = summary_line(IndexState(
             self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
             len(self._lost), any(no_space(why) for why in self._failed.values()), sources))
@@ -242,10 +258,27 @@ class SourcesService:
             "sources": sources,
         }
 
-    def _describe(self, row: sources_sql.SourceRow, progress: Progress | None = None) -> dict[str, Any]:
+    def _adopt_mapped(self, rows: list[sources_sql.SourceRow], names: SourceNames) -> None:
+        """A team genome: a source another backend added, or whose root was mapped here since this backend
+        started, is taken up when the list is next read (the CLI's `helix sources map` reads it)."""
+        if not names.team or self._paused or self._stopping:
+            return
+        for row in rows:
+            if row.pending is None and row.path not in self._known and names.folder(row.path) is not None:
+                self._known.add(row.path)
+                self._queue(row.path, _Work(full=True))
+                self._watch(row.path)
+
+    def _describe(self, row: sources_sql.SourceRow, progress: Progress | None = None,
+                  names: SourceNames | None = None) -> dict[str, Any]:
         data = sources_sql.as_dict(row)
         key = row.path
-        if row.state != "removing":
+        names = names or self.names()
+        folder = names.folder(key)
+        data["folder"] = None if folder is None else str(folder)  # where it is on this machine
+        if folder is None and row.state != "removing":
+            data["state"], data["last_error"] = "unmapped", names.why_not_here(key)
+        elif row.state != "removing":
             if key in self._lost:
                 data["catching_up"] = self._lost[key][1]
             if key in self._failed:  # shown even when the genome could not record it (a full disk)
@@ -318,7 +351,9 @@ class SourcesService:
             current = self._watchers.get(key)
             if current is not None and current.alive:
                 return
-            root = Path(key)
+            root = self.names().folder(key)
+            if root is None:  # a shared root not mapped on this machine
+                return
             filt = PathFilter(root, self.settings.ingest, never=[self.settings.home])
             self._filters[key] = filt
 
@@ -329,7 +364,8 @@ class SourcesService:
                 return False
 
             watcher = FolderWatcher(root, self.cfg, wanted=wanted, on_changes=self._on_changes,
-                                    on_missing=self._on_missing, on_back=self._on_back, on_lost=self._on_lost)
+                                    on_missing=self._on_missing, on_back=self._on_back, on_lost=self._on_lost,
+                                    key=key)
             self._watchers[key] = watcher
             watcher.start()
 
@@ -399,13 +435,14 @@ class SourcesService:
     def _queue_rechecks(self) -> None:
         """Polling only: files written in the second they were indexed, whose mtime now differs from the record."""
         now = time.monotonic()
+        names = self.names()
         for key, (when, paths) in list(self._recheck.items()):
             if when > now:
                 continue
             del self._recheck[key]
             changed = set()
             for raw in paths:
-                record = self.genome.file_record(raw)
+                record = self.genome.file_record(names.stored(raw))
                 try:
                     st = os.stat(raw)
                 except OSError:
@@ -419,11 +456,13 @@ class SourcesService:
                 work.paths |= changed
 
     def _schedule_recheck(self, key: str, paths: set[str]) -> None:
+        """`paths`: files on this machine (the index's names of those under `key` are turned into them)."""
         if not self.cfg.force_polling or not self.cfg.watch:
             return
         cutoff = time.time_ns() - 2_000_000_000
-        recent = {p for p, r in self.genome.file_records(under=key.rstrip("/\\") + os.sep).items()
-                  if r.mtime_ns > cutoff} if not paths else set(paths)
+        names = self.names()
+        recent = {local for p, r in self.genome.file_records(under=key.rstrip("/\\") + os.sep).items()
+                  if r.mtime_ns > cutoff and (local := names.local(p))} if not paths else set(paths)
         if not recent:
             return
         with self._cond:
@@ -467,6 +506,11 @@ class SourcesService:
         row = self.genome.get_source(key)
         if row is None:
             return
+        names = self.names()
+        folder = names.folder(key)
+        if folder is None:  # its root was unmapped here since: never "missing" (that would retire the team's files)
+            log.info("%s is not indexed on this machine: %s", key, names.why_not_here(key))
+            return
         with self.genome.claim_source(key) as claim:
             if not claim.held:  # a team genome: another backend indexes this folder now; look again later
                 log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
@@ -474,18 +518,18 @@ class SourcesService:
                 retry.daemon = True
                 retry.start()
                 return
-            self._run_claimed(key, row, work)
+            self._run_claimed(key, folder, row, work, names)
 
-    def _run_claimed(self, key: str, row: sources_sql.SourceRow, work: _Work) -> None:
-        root = Path(key)
+    def _run_claimed(self, key: str, root: Path, row: sources_sql.SourceRow, work: _Work, names: SourceNames) -> None:
+        """`key` as stored, `root` the folder on this machine (the same on a SQLite genome)."""
         if not root.is_dir():
             self._vanished(key)
             return
         if work.full or any(Path(p).is_dir() for p in work.paths):
             # a folder appeared, or was renamed, inside the source: one pass applies every rule of the walk
-            self._full(key, row.project)
+            self._full(key, root, row.project)
         else:
-            self._paths(key, row.project, work.paths)
+            self._paths(key, root, row.project, work.paths, names)
 
     def _progress_cb(self, key: str, kind: str, offset: int = 0, total: int | None = None
                      ) -> Callable[[int, int, str], None]:
@@ -496,13 +540,13 @@ class SourcesService:
                 self._progress = Progress(key, offset + index, total if total is not None else count, kind)
         return progress
 
-    def _full(self, key: str, project: str | None) -> None:
+    def _full(self, key: str, root: Path, project: str | None) -> None:
         with self._cond:
             self._progress = Progress(key, 0, 0, "full")
         self._set_state(key, "indexing", None)
         with self._cond:
             lost = self._lost.get(key)
-        report = self._index().ingest_path(Path(key), project=project, progress=self._progress_cb(key, "full"))
+        report = self._index().ingest_path(root, project=project, progress=self._progress_cb(key, "full"))
         with self._cond:
             if self._lost.get(key) == lost:  # events lost during this pass ask for one more
                 self._lost.pop(key, None)
@@ -510,25 +554,27 @@ class SourcesService:
         self._record(key, report)
         self._schedule_recheck(key, set())
 
-    def _paths(self, key: str, project: str | None, paths: set[str]) -> None:
+    def _paths(self, key: str, root: Path, project: str | None, paths: set[str], names: SourceNames) -> None:
+        """The watcher's changed files (paths on this machine; stored under `names.stored` of each)."""
         files: list[str] = []
         for raw in sorted(paths):
             path = Path(raw)
-            if path.exists() and not self._inside(key, path):
+            stored = names.stored(raw)
+            if path.exists() and not self._inside(root, path):
                 # a symlink (to ~/.ssh, to /etc …) is never followed unless [ingest] follow_symlinks says so,
                 # exactly as the walk does; a file it replaced retires
-                if self.genome.file_record(raw) is not None:
-                    self.genome.retire_source(raw)
+                if self.genome.file_record(stored) is not None:
+                    self.genome.retire_source(stored)
                 continue
-            if path.exists() or self.genome.file_record(raw) is not None:
+            if path.exists() or self.genome.file_record(stored) is not None:
                 files.append(raw)
             else:  # a folder that was deleted or renamed away: each file it held retires
-                files.extend(self.genome.paths_under(raw))
+                files.extend(local for p in self.genome.paths_under(stored) if (local := names.local(p)))
         if not files:
             return
         groups: dict[str | None, list[str]] = {}
         for raw in dict.fromkeys(files):
-            name = project or find_project(Path(raw), Path(key))
+            name = project or find_project(Path(raw), root)
             groups.setdefault(name, []).append(raw)
         total = sum(len(g) for g in groups.values())
         if total >= 8 and not self.settings.embedding.enabled:
@@ -540,7 +586,7 @@ class SourcesService:
             self._progress = Progress(key, 0, total, "changes")
         for group_project, group in groups.items():
             # each event is judged like a file met in the walk: no link out of the folder, read safely
-            last = self._index().ingest_path(group, project=group_project, confine_to=[Path(key)],
+            last = self._index().ingest_path(group, project=group_project, confine_to=[root],
                                           progress=self._progress_cb(key, "changes", done, total))
             done += len(group)
             for raw in group:
@@ -552,7 +598,7 @@ class SourcesService:
             self._record(key, last)
         self._schedule_recheck(key, set(files))
 
-    def _inside(self, key: str, path: Path) -> bool:
+    def _inside(self, root: Path, path: Path) -> bool:
         """The path is what it says: no symlink on the way (unless followed by choice), under the source."""
         try:
             real = path.resolve(strict=True)
@@ -560,7 +606,7 @@ class SourcesService:
             return False
         if not self.settings.ingest.follow_symlinks and real != path.absolute():
             return False
-        return real == Path(key) or Path(key) in real.parents
+        return real == root or root in real.parents
 
     def _record(self, key: str, report: IngestReport) -> None:
         self._failed.pop(key, None)

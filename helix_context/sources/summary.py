@@ -79,6 +79,9 @@ def summary_line(state: IndexState) -> str:
     missing = sum(1 for s in watching if s["state"] == "missing")
     if missing:
         line += f" ({missing} missing)"
+    unmapped = sum(1 for s in watching if s["state"] == "unmapped")
+    if unmapped:  # a team genome's shared root this machine has no map for: not an error, said with its fix
+        line += f" ({unmapped} not mapped on this machine: helix sources map ROOT PATH)"
     if degraded and "polled" not in line:
         line += f" ({degraded} polled: native file events failed)"
     return line

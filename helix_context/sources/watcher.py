@@ -38,8 +38,9 @@ log = logging.getLogger("helix.sources")
 class FolderWatcher:
     def __init__(self, root: Path, settings: SourcesSettings, *, wanted: Callable[[str], bool],
                  on_changes: Callable[[str, set[str]], None], on_missing: Callable[[str], None],
-                 on_back: Callable[[str], None], on_lost: Callable[[str, str], None]) -> None:
+                 on_back: Callable[[str], None], on_lost: Callable[[str, str], None], key: str | None = None) -> None:
         self.root = root
+        self.key = key or str(root)  # the source's stored name, handed to the callbacks (a team genome: `@api`)
         self.settings = settings
         self._wanted = wanted
         self._on_changes = on_changes
@@ -70,7 +71,7 @@ class FolderWatcher:
     def _run(self) -> None:
         missing = False
         last_error = ""
-        key = str(self.root)
+        key = self.key
         while not self._stop.is_set():
             if not self.root.is_dir():
                 if not missing:
@@ -106,12 +107,13 @@ class FolderWatcher:
                 self._stop.wait(self.settings.missing_check_s)
 
     def _watch(self, key: str) -> None:
+        folder = str(self.root)
         # the Rust watcher itself (what watchfiles.watch wraps): its constructor returns once the OS watch is
         # in place, so `ready` means "a write from now on is seen" — what tests and benchmarks wait for
         from watchfiles._rust_notify import RustNotify
 
         cfg = self.settings
-        with RustNotify([key], False, self.polling, cfg.poll_interval_ms, True, True) as notify:
+        with RustNotify([folder], False, self.polling, cfg.poll_interval_ms, True, True) as notify:
             self.ready.set()
             if self._lost:  # the new watch is in place: now a walk finds whatever the old one missed
                 lost, self._lost = self._lost, ""

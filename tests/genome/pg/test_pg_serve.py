@@ -15,6 +15,7 @@ import pytest
 from openai import OpenAI
 
 from helix_context.config import Settings
+from helix_context.sources.roots import RootMap
 from tests.sources.conftest import fast_settings, make_tree, wait_until, write
 
 _spec = importlib.util.spec_from_file_location(
@@ -44,6 +45,7 @@ def _team(settings: Settings, url: str, user: str, **sections) -> Settings:
 def test_serve_on_postgresql_indexes_a_folder_and_serves_its_edits(
         settings: Settings, server_factory, pg_url: str, tmp_path: Path) -> None:
     root = make_tree(tmp_path / "proj")
+    RootMap({}).mapped("proj", root).save(settings.home)  # a team genome's source: a folder in a mapped root
     write(root / "docs" / "billing.md", "# Billing\n\nInvoices are settled by the nightly zebracorn_settlement job.\n")
     server = server_factory(_team(settings, pg_url, "alice"))
     service = server.app.state.sources
@@ -81,6 +83,7 @@ def test_retention_caps_hold_and_a_chat_buffer_stays_with_its_owner(
     alice = server_factory(_team(settings, pg_url, "alice", retention=caps, proxy=proxy))
     bob = server_factory(_team(settings, pg_url, "bob", retention=caps, proxy=proxy))
     root = make_tree(tmp_path / "proj", n=8)
+    RootMap({}).mapped("proj", root).save(settings.home)
     with alice.client() as client:
         assert client.post("/sources", json={"path": str(root)}).status_code == 202
         assert alice.app.state.sources.wait_idle(60)

@@ -15,6 +15,7 @@ import pytest
 from helix_context.config import Settings
 from helix_context.genome.pg.store import PgGenome
 from helix_context.sources import service as sources_service
+from helix_context.sources.roots import RootMap
 from tests.genome.pg.reference import assert_each_gene_once, sqlite_live_genes
 from tests.sources.conftest import fast_settings, make_tree, wait_until
 
@@ -27,7 +28,8 @@ def test_a_folder_another_backend_is_indexing_waits_for_it(settings: Settings, s
                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources_service, "CLAIM_RETRY_S", 0.5)
     root = make_tree(tmp_path / "proj")
-    key = str(root.resolve())
+    RootMap({}).mapped("proj", root).save(settings.home)  # a team genome's source: a folder in a mapped root
+    key = "@proj"
     other = PgGenome(pg_url, listen=False)  # another backend, in the middle of indexing this folder
     claim = other.claim_source(key)
     assert claim.acquire()
@@ -49,6 +51,7 @@ def test_a_folder_another_backend_is_indexing_waits_for_it(settings: Settings, s
 def test_two_backends_told_to_index_one_folder_store_each_gene_once(settings: Settings, server_factory,
                                                                     pg_url: str, tmp_path: Path) -> None:
     root = make_tree(tmp_path / "proj", n=60)
+    RootMap({}).mapped("proj", root).save(settings.home)
     alice = server_factory(_team(settings, pg_url, "alice"))
     bob = server_factory(_team(settings, pg_url, "bob"))
     for server in (alice, bob):  # both at once: one indexes, the other waits for the claim and re-checks

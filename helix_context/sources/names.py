@@ -1,0 +1,96 @@
+"""How a source folder is named in the sources table, and where a stored name is on this machine.
+
+On a SQLite genome (one user, one machine) a source is its absolute folder, as always.
+
+On a team genome the sources table is shared by every developer's backend, so an absolute folder
+would name a place that exists on one machine only: the others would find it missing (and retire
+its files for everyone). A folder inside a mapped root is therefore stored as `@ROOT/rel` (`@ROOT`
+for the root itself), and each backend finds it through its own map (sources/roots.py).
+
+A folder outside every mapped root is **refused** on a team genome, with the command that fixes it
+(`helix sources map NAME FOLDER`). The other choice, a personal absolute source that only this
+machine indexes, would still put this developer's folder names and private files into every
+teammate's answers (the genes are shared even when the watching is not), and would need an owner
+on each source row. A team genome holds what the team shares; a personal folder belongs in a
+personal (SQLite) genome. Mapping a root is one command and also names the files already indexed
+under it (commands.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helix_context.config import Settings
+from helix_context.errors import SourceError
+from helix_context.sources.roots import PREFIX, RootMap, is_shared
+
+
+class SourceNames:
+    """The naming rule of one genome: `roots` is this machine's map on a team genome, None on SQLite."""
+
+    def __init__(self, roots: RootMap | None) -> None:
+        self.roots = roots
+
+    @classmethod
+    def of(cls, settings: Settings) -> SourceNames:
+        """Read afresh each time: `helix sources map` may have changed the map since the backend started."""
+        return cls(RootMap.load(settings.home) if settings.genome.url else None)
+
+    @property
+    def team(self) -> bool:
+        return self.roots is not None
+
+    def key(self, folder: Path) -> str:
+        """The stored name of a resolved folder that becomes a source (refused outside the mapped roots)."""
+        if self.roots is None:
+            return str(folder)
+        shared = self.roots.shared_name(folder)
+        if shared is None:
+            mapped = ", ".join(f"@{n} = {p}" for n, p in sorted(self.roots.roots.items())) or "none"
+            raise SourceError(
+                f"{folder} is outside every shared root mapped on this machine (mapped: {mapped}). A team genome "
+                f"stores sources relative to a named root, so every developer's backend finds them in its own "
+                f"checkout: map it first, `helix sources map NAME {folder}` (NAME as your team calls the "
+                "repository), then add it again")
+        return shared
+
+    def folder(self, key: str) -> Path | None:
+        """Where a stored source is on this machine; None when its root is not mapped here."""
+        if not is_shared(key):
+            return Path(key)
+        if self.roots is None:
+            return None
+        name = key[len(PREFIX):]
+        if "/" not in name:  # the root itself
+            return self.roots.roots.get(name)
+        return self.roots.local_path(key)
+
+    def why_not_here(self, key: str) -> str | None:
+        """What to do about a stored source this machine cannot index, or None when it can."""
+        if self.folder(key) is not None:
+            return None
+        if self.roots is None:
+            return f"{key} is a team genome's shared source; this genome is not a team genome"
+        name = key[len(PREFIX):].partition("/")[0]
+        why = (self.roots.describe(key) if name in self.roots.roots
+               else f"root {name!r} is not mapped on this machine: helix sources map {name} PATH-OF-YOUR-CHECKOUT")
+        return f"not indexed on this machine ({why}); the backends that map it keep it up to date"
+
+    def stored(self, local: str | Path) -> str:
+        """The stored name of a file on this machine (as the ingest names it: ingest/pipeline.py)."""
+        shared = self.roots.shared_name(Path(local)) if self.roots is not None and self.roots.roots else None
+        return shared or str(local)
+
+    def local(self, stored: str) -> str | None:
+        """The file on this machine of a stored file name (None: its root is not mapped here)."""
+        found = self.folder(stored)
+        return None if found is None else str(found)
+
+    def candidates(self, raw: str, resolved: str) -> list[str]:
+        """The stored names a user may mean by `raw` (as typed, resolved, or its shared form)."""
+        found = [raw, resolved]
+        if self.roots is not None and not is_shared(raw):
+            shared = self.roots.shared_name(Path(resolved))
+            if shared is not None:
+                found.insert(0, shared)
+        return list(dict.fromkeys(found))

@@ -1,0 +1,89 @@
+"""Shared sources on a team genome: stored relative to a named root, found by each machine through its own map.
+
+Two developers' backends over one real PostgreSQL, each with its own HELIX_HOME and its own checkout of
+the same tree (`repo`, in different folders). Machine A adds its checkout; the sources table says
+`@repo`, never A's folder; machine B indexes and watches the same source through B's folder. A
+machine without the root mapped lists the source with the command that maps it; a folder outside
+every mapped root is refused with the same advice (sources/names.py says why).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helix_context import cli
+from helix_context.config import Settings
+from helix_context.sources.roots import RootMap
+from tests.conftest import free_port
+from tests.sources.conftest import fast_settings, make_tree, wait_until, write
+
+
+def _machine(settings: Settings, home: Path, url: str, user: str, checkout: Path | None) -> Settings:
+    """One developer: their own HELIX_HOME (and map), the shared database."""
+    home.mkdir(parents=True, exist_ok=True)
+    if checkout is not None:
+        RootMap({}).mapped("repo", checkout).save(home)
+    return fast_settings(settings).replace(home=home, genome={"url": url},
+                                           attribution={"user": user, "device": "laptop"})
+
+
+def _stored_paths(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {str(r[0]) for table, col in (("sources", "path"), ("files", "path"), ("genes", "source_path"),
+                                             ("gene_sources", "path"), ("symbols", "path"))
+                for r in conn.execute(f"SELECT DISTINCT {col} FROM {table}")}
+
+
+def test_one_shared_source_is_indexed_and_watched_by_each_machine_through_its_own_checkout(
+        settings: Settings, server_factory, pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    a_repo, b_repo = make_tree(tmp_path / "ana" / "code" / "repo"), make_tree(tmp_path / "ben" / "work" / "repo")
+    alice = server_factory(_machine(settings, tmp_path / "home-a", pg_url, "alice", a_repo))
+    with alice.client() as client:
+        added = client.post("/sources", json={"path": str(a_repo)})
+        assert added.status_code == 202 and added.json()["path"] == "@repo", added.text
+        assert alice.app.state.sources.wait_idle(60)
+        (row,) = client.get("/sources").json()["sources"]
+        assert row["files"] == 6 and row["folder"] == str(a_repo.resolve()), row
+
+    bob = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "bob", b_repo))
+    service = bob.app.state.sources
+    assert service.wait_idle(60) and service.wait_watching(10)
+    with bob.client() as client:
+        (row,) = client.get("/sources").json()["sources"]
+        assert (row["path"], row["folder"], row["state"], row["watching"]) == (
+            "@repo", str(b_repo.resolve()), "watching", True), row
+        # B's watcher sees an edit in B's checkout and stores it under the shared name
+        write(b_repo / "src" / "ledger.py", "def close_the_books(year: int) -> str:\n    return 'closed'\n")
+        wait_until(lambda: "@repo/src/ledger.py" in _stored_paths(pg_url), timeout=30,
+                   what="B's watcher to index the new file of its checkout")
+        # a folder outside every mapped root is refused with what to do
+        elsewhere = make_tree(tmp_path / "ben" / "notes", n=1)
+        refused = client.post("/sources", json={"path": str(elsewhere)})
+        assert refused.status_code == 400 and "helix sources map NAME" in refused.text, refused.text
+
+    stored = _stored_paths(pg_url)
+    assert "@repo" in stored and not any(str(tmp_path) in p or p.startswith("/") for p in stored), stored
+
+    # a third machine, no map, no backend: the list says the source is not indexed here and how to map it
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home-c"))
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    monkeypatch.setenv("HELIX_SERVER_PORT", str(free_port()))
+    assert cli.main(["sources", "list", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["sources"]
+    assert row["state"] == "unmapped" and "helix sources map repo" in row["last_error"], row
+    assert cli.main(["sources", "list"]) == 0
+    assert "not mapped on this machine" in capsys.readouterr().out
+
+    # removed by its folder on B's machine (or by its shared name): gone for the team
+    with bob.client() as client:
+        removed = client.request("DELETE", "/sources", json={"path": str(b_repo)})
+        assert removed.status_code == 200 and removed.json()["path"] == "@repo", removed.text
+        assert client.get("/sources").json()["sources"] == []
+    with alice.client() as client:
+        assert client.post("/sources", json={"path": str(a_repo / "src")}).json()["path"] == "@repo/src"
+        assert client.request("DELETE", "/sources", json={"path": "@repo/src"}).status_code == 200
