@@ -275,19 +275,12 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # ── export / import ──
 
 
-def _portable(args: argparse.Namespace, action: Any, *, team: bool = True) -> int:
-    """Run an export (either backend) or an import (`team=False`: a SQLite genome only) and print its summary."""
+def _portable(args: argparse.Namespace, action: Any) -> int:
+    """Run an export or an import (either backend) and print its summary."""
     from helix_context.portable import format_summary
-
-    from helix_context.genome.store import Genome
 
     helix = _manager(args)
     try:
-        if not team and not isinstance(helix.genome, Genome):  # import writes SQLite rows (portable_sql.py)
-            print("import works on a SQLite genome; for a team genome, import into a file first "
-                  "(HELIX_GENOME_URL= helix import … with [genome] path set to a new file), then copy that "
-                  "into an empty database with helix genome copy --to postgresql://…", file=sys.stderr)
-            return 2
         summary = action(helix.genome)
     finally:
         helix.close()
@@ -306,6 +299,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from helix_context.portable import import_genome, parse_remap
+    from helix_context.sources.names import SourceNames
     from helix_context.sources.registry import resolve_folder
 
     settings = _settings(args)
@@ -313,7 +307,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     return _portable(args, lambda genome: import_genome(
         genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
         ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
-        check_folder=lambda path: resolve_folder(path, home=settings.home)), team=False)
+        check_folder=lambda path: resolve_folder(path, home=settings.home), names=SourceNames.of(settings)))
 
 
 def cmd_genome_copy(args: argparse.Namespace) -> int:

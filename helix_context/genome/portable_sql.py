@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from helix_context.genome import activity_sql
+from helix_context.genome.retention import cap_sessions
 from helix_context.genome.store import Genome
 from helix_context.genome.stored_form import pack_text, unpack_text
 
@@ -185,6 +187,104 @@ def export_reads(genome: Genome) -> Iterator[SqliteExportReads]:
 
 
 # ── import ──
+
+
+class ImportWrites(Protocol):
+    """What `helix import` reads and writes, on either backend (`genome.import_writes(write=…)`; the team
+    genome's: pg/portable_import.py). Rows are the importer's: a gene row as `importer._store_row` makes
+    it (tags and facts encoded, the vector as its int8 codes and its model's name); ids are this genome's
+    row ids. A dry run only reads. The rules (what is new, whose copy wins) are the importer's."""
+
+    def source_exists(self, path: str) -> bool: ...
+    def write_source(self, path: str, project: str | None, added_at: float) -> None: ...
+    def existing_genes(self, gene_ids: Sequence[str]) -> dict[str, tuple[int, float, float]]: ...
+    def missing_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int: ...
+    def insert_gene(self, row: dict[str, Any]) -> int: ...
+    def overwrite_gene(self, rowid: int, row: dict[str, Any]) -> None: ...
+    def add_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int: ...
+    def existing_files(self, paths: Sequence[str]) -> dict[str, float]: ...
+    def upsert_file(self, row: dict[str, Any]) -> None: ...
+    def link_state(self, a: int, b: int) -> tuple[float, float] | None: ...
+    def write_link(self, a: int, b: int, count: float, last_at: float) -> None: ...
+    def symbol_exists(self, gene: int, row: dict[str, Any]) -> bool: ...
+    def write_symbol(self, gene: int, row: dict[str, Any]) -> bool: ...
+    def session_last_seen(self, session_id: str) -> float | None: ...
+    def write_session(self, row: dict[str, Any]) -> None: ...
+    def cap_sessions(self, max_sessions: int) -> None: ...
+    def activity_exists(self, row: dict[str, Any]) -> bool: ...
+    def record_activity(self, row: dict[str, Any]) -> None: ...
+
+
+class SqliteImportWrites:
+    """ImportWrites over a SQLite connection (a dry run) or write transaction: this module's statements."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def source_exists(self, path: str) -> bool:
+        return source_exists(self.conn, path)
+
+    def write_source(self, path: str, project: str | None, added_at: float) -> None:
+        write_source(self.conn, path, project, added_at)
+
+    def existing_genes(self, gene_ids: Sequence[str]) -> dict[str, tuple[int, float, float]]:
+        return existing_genes(self.conn, gene_ids)
+
+    def missing_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int:
+        return missing_sources(self.conn, rowid, sources)
+
+    def insert_gene(self, row: dict[str, Any]) -> int:
+        return insert_gene(self.conn, row)
+
+    def overwrite_gene(self, rowid: int, row: dict[str, Any]) -> None:
+        overwrite_gene(self.conn, rowid, row)
+
+    def add_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int:
+        return add_sources(self.conn, rowid, sources)
+
+    def existing_files(self, paths: Sequence[str]) -> dict[str, float]:
+        return existing_files(self.conn, paths)
+
+    def upsert_file(self, row: dict[str, Any]) -> None:
+        upsert_file(self.conn, row)
+
+    def link_state(self, a: int, b: int) -> tuple[float, float] | None:
+        return link_state(self.conn, a, b)
+
+    def write_link(self, a: int, b: int, count: float, last_at: float) -> None:
+        write_link(self.conn, a, b, count, last_at)
+
+    def symbol_exists(self, gene: int, row: dict[str, Any]) -> bool:
+        return symbol_exists(self.conn, gene, row)
+
+    def write_symbol(self, gene: int, row: dict[str, Any]) -> bool:
+        return write_symbol(self.conn, gene, row)
+
+    def session_last_seen(self, session_id: str) -> float | None:
+        return session_last_seen(self.conn, session_id)
+
+    def write_session(self, row: dict[str, Any]) -> None:
+        write_session(self.conn, row)
+
+    def cap_sessions(self, max_sessions: int) -> None:
+        cap_sessions(self.conn, max_sessions)
+
+    def activity_exists(self, row: dict[str, Any]) -> bool:
+        return activity_exists(self.conn, row)
+
+    def record_activity(self, row: dict[str, Any]) -> None:
+        activity_sql.record(self.conn, row["kind"], row["actor"], row["summary"], row["counts"], at=row["at"])
+
+
+@contextmanager
+def import_writes(genome: Genome, *, write: bool) -> Iterator[SqliteImportWrites]:
+    """A dry run reads the genome's connection; a real import writes in one transaction (rolled back
+    when the block raises)."""
+    if not write:
+        yield SqliteImportWrites(genome.conn)
+        return
+    with genome.transaction() as tx:
+        yield SqliteImportWrites(tx)
 
 
 def write_symbol(tx: Any, gene: int, row: dict[str, Any]) -> bool:

@@ -36,7 +36,7 @@ from helix_context.genome.stored_form import StoredForm
 from helix_context.models import Gene
 
 if TYPE_CHECKING:
-    from helix_context.genome.portable_sql import ExportReads
+    from helix_context.genome.portable_sql import ExportReads, ImportWrites
 
 
 class DenseIndex(Protocol):
@@ -75,6 +75,10 @@ class GenomeStore(Protocol):
 
     def export_reads(self) -> AbstractContextManager[ExportReads]:
         """Every row `helix export` writes, read in one snapshot (portable/export.py)."""
+        ...
+
+    def import_writes(self, *, write: bool) -> AbstractContextManager[ImportWrites]:
+        """`helix import`'s reads and, when `write`, its writes in one transaction (portable/importer.py)."""
         ...
 
     def close(self) -> None: ...

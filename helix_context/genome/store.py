@@ -44,7 +44,7 @@ from helix_context.genome.renames import RenamesMixin
 from helix_context.models import Gene
 
 if TYPE_CHECKING:
-    from helix_context.genome.portable_sql import ExportReads
+    from helix_context.genome.portable_sql import ExportReads, ImportWrites
 
 log = logging.getLogger("helix.genome")
 MMAP_BYTES = 0  # [genome] mmap_mb: off by default (README, at scale: each connection maps it again)
@@ -216,6 +216,12 @@ class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, Gene
         from helix_context.genome import portable_sql  # it imports this module
 
         return portable_sql.export_reads(self)
+
+    def import_writes(self, *, write: bool) -> AbstractContextManager[ImportWrites]:
+        """What `helix import` reads and writes: one transaction when `write` (portable_sql.py)."""
+        from helix_context.genome import portable_sql  # it imports this module
+
+        return portable_sql.import_writes(self, write=write)
 
     @contextmanager
     def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:

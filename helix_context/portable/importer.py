@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from helix_context.errors import InvalidRequest
-from helix_context.genome import activity_sql
 from helix_context.genome import portable_sql as sql
-from helix_context.genome.retention import cap_sessions
+from helix_context.genome.portable_sql import ImportWrites
+from helix_context.genome.storage import GenomeStore
 from helix_context.genome.vector_models import DEFAULT_VECTOR_MODEL
-from helix_context.genome.store import Genome
 from helix_context.portable.convert import upgrade
 from helix_context.portable.fileformat import raw_records, read_header, verify_checksum
 from helix_context.portable.validate import ImportGuard, check_shape
+from helix_context.sources.names import SourceNames
 
 STRATEGIES = ("skip_existing", "overwrite", "newest")
 EXAMPLES = 10  # ids listed per category in a summary
@@ -87,12 +87,15 @@ class _NothingToDo(Exception):
 
 
 class _Walk:
-    """One pass over the records: decide each (and write it when `write`)."""
+    """One pass over the records: decide each (and write it when `write`), through the genome's ImportWrites.
 
-    def __init__(self, conn: Any, strategy: str, plan: _Plan, guard: ImportGuard, *, write: bool,
-                 max_sessions: int) -> None:
-        self.conn, self.strategy, self.plan, self.guard, self.write = conn, strategy, plan, guard, write
+    `name`: the stored name of a local path (a team genome's `@ROOT/…` under a mapped root: sources/names.py)."""
+
+    def __init__(self, db: ImportWrites, strategy: str, plan: _Plan, guard: ImportGuard, *, write: bool,
+                 max_sessions: int, name: Callable[[str], str]) -> None:
+        self.db, self.strategy, self.plan, self.guard, self.write = db, strategy, plan, guard, write
         self.max_sessions = max_sessions
+        self.name = name
         self.genes: list[dict[str, Any]] = []
         self.files: list[dict[str, Any]] = []
         self.links: list[dict[str, Any]] = []
@@ -100,10 +103,10 @@ class _Walk:
 
     def run(self, records: Iterator[tuple[int, dict[str, Any]]], path: Path) -> None:
         for root in self.guard.roots.values():
-            if root.adds_source and root.local is not None and not sql.source_exists(self.conn, str(root.local)):
-                self.plan.sources_added.append(str(root.local))
+            if root.adds_source and root.local is not None and not self.db.source_exists(self.name(str(root.local))):
+                self.plan.sources_added.append(self.name(str(root.local)))
                 if self.write:
-                    sql.write_source(self.conn, str(root.local), None, time.time())
+                    self.db.write_source(self.name(str(root.local)), None, time.time())
         for lineno, record in records:
             check_shape(record, path, lineno)
             kind = record["t"]
@@ -112,13 +115,13 @@ class _Walk:
             if kind == "gene":
                 gene = self.guard.gene(record)
                 if gene is not None:
-                    self.genes.append(gene)
+                    self.genes.append(self._named(gene))
                 if len(self.genes) >= _BATCH:
                     self.flush_genes()
             elif kind == "file":
                 located = self.guard.located("file", record, self.guard.shown(record["path"]))
                 if located is not None:
-                    self.files.append(located)
+                    self.files.append({**located, "path": self.name(located["path"])})
                 if len(self.files) >= _BATCH:
                     self.flush_files()
             elif kind == "link":
@@ -139,11 +142,19 @@ class _Walk:
         self.flush_files()
         self.flush_links()
         if self.write and (self.plan.sessions["new"] or self.plan.sessions["updated"]):
-            cap_sessions(self.conn, self.max_sessions)
+            self.db.cap_sessions(self.max_sessions)
+
+    def _named(self, gene: dict[str, Any]) -> dict[str, Any]:
+        """A file gene's local paths under their stored names (API texts keep their relative names)."""
+        if gene["source_kind"] != "file":
+            return gene
+        path = gene["source_path"]
+        return {**gene, "source_path": None if path is None else self.name(path),
+                "sources": [[self.name(p), start, end] for p, start, end in gene["sources"]]}
 
     def flush_genes(self) -> None:
-        conn, plan = self.conn, self.plan
-        stored = sql.existing_genes(conn, [r["gene_id"] for r in self.genes])
+        db, plan = self.db, self.plan
+        stored = db.existing_genes([r["gene_id"] for r in self.genes])
         for record in self.genes:
             gid = record["gene_id"]
             known = stored.get(gid)
@@ -157,41 +168,44 @@ class _Walk:
             if not self.write:
                 self.planned.add(gid)
                 plan.spans_added += (len(record["sources"]) if known is None or known[0] <= 0
-                                     else sql.missing_sources(conn, known[0], record["sources"]))
+                                     else db.missing_sources(known[0], record["sources"]))
                 continue
             row = _store_row(record)
             if known is None:
-                rowid = sql.insert_gene(conn, row)
+                rowid = db.insert_gene(row)
                 stored[gid] = (rowid, row["last_verified_at"], row["observed_at"])
             else:
                 rowid = known[0]
-                sql.overwrite_gene(conn, rowid, row)
-            plan.spans_added += sql.add_sources(conn, rowid, record["sources"])
+                db.overwrite_gene(rowid, row)
+            plan.spans_added += db.add_sources(rowid, record["sources"])
         self.genes.clear()
 
     def flush_files(self) -> None:
-        stored = sql.existing_files(self.conn, [r["path"] for r in self.files])
+        stored = self.db.existing_files([r["path"] for r in self.files])
         for record in self.files:
             outcome = _decide(self.strategy, None if record["path"] not in stored else (stored[record["path"]],),
                               (record["ingested_at"],))
             self.plan.files[outcome] += 1
             if self.write and outcome != "skipped":
-                sql.upsert_file(self.conn, record)
+                self.db.upsert_file(record)
                 stored[record["path"]] = record["ingested_at"]
         self.files.clear()
+
+    def _rowids(self, gene_ids: Sequence[str]) -> dict[str, int]:
+        return {gid: found[0] for gid, found in self.db.existing_genes(gene_ids).items()}
 
     def _rowid(self, gene_id: str, rowids: Mapping[str, int]) -> int | None:
         found = rowids.get(gene_id)
         return -1 if found is None and gene_id in self.planned else found
 
     def flush_links(self) -> None:
-        rowids = sql.rowids_for(self.conn, [gid for r in self.links for gid in (r["a"], r["b"])])
+        rowids = self._rowids([gid for r in self.links for gid in (r["a"], r["b"])])
         for record in self.links:
             a, b = self._rowid(record["a"], rowids), self._rowid(record["b"], rowids)
             if a is None or b is None or record["a"] == record["b"]:
                 self.plan.links["dangling"] += 1
                 continue
-            state = sql.link_state(self.conn, a, b) if a > 0 and b > 0 else None
+            state = self.db.link_state(a, b) if a > 0 and b > 0 else None
             if state is None:
                 outcome = "new"
             elif self.strategy == "overwrite" or (self.strategy == "newest"
@@ -201,33 +215,34 @@ class _Walk:
                 outcome = "kept"
             self.plan.links[outcome] += 1
             if self.write and outcome != "kept":
-                sql.write_link(self.conn, a, b, record["count"], record["last_at"])
+                self.db.write_link(a, b, record["count"], record["last_at"])
         self.links.clear()
 
     def symbol(self, record: dict[str, Any]) -> None:
         located = self.guard.located("symbol", record, f"{record['name']} in {self.guard.shown(record['path'])}")
         if located is None:
             return
-        gene = self._rowid(record["gene"], sql.rowids_for(self.conn, [record["gene"]]))
+        located = {**located, "path": self.name(located["path"])}
+        gene = self._rowid(record["gene"], self._rowids([record["gene"]]))
         if gene is None:
             self.plan.symbols["dangling"] += 1
             return
         if not self.write:
-            self.plan.symbols["new" if gene < 0 else "kept" if sql.symbol_exists(self.conn, gene, located)
+            self.plan.symbols["new" if gene < 0 else "kept" if self.db.symbol_exists(gene, located)
                               else "new"] += 1
             return
-        self.plan.symbols["new" if sql.write_symbol(self.conn, gene, located) else "kept"] += 1
+        self.plan.symbols["new" if self.db.write_symbol(gene, located) else "kept"] += 1
 
     def source(self, record: dict[str, Any]) -> None:
         root = self.guard.source(record)
         if root is not None and root.adds_source and root.local is not None and self.write:
-            sql.write_source(self.conn, str(root.local), record["project"], record["added_at"])
+            self.db.write_source(self.name(str(root.local)), record["project"], record["added_at"])
 
     def session(self, record: dict[str, Any]) -> None:
         if len(record["session_id"]) > 256:
             self.guard.refuse("session", record["session_id"], "a session id longer than 256 characters")
             return
-        seen = sql.session_last_seen(self.conn, record["session_id"])
+        seen = self.db.session_last_seen(record["session_id"])
         if seen is None:
             outcome = "new"
         elif self.strategy == "overwrite" or (self.strategy == "newest" and record["last_seen"] > seen):
@@ -236,28 +251,31 @@ class _Walk:
             outcome = "kept"
         self.plan.sessions[outcome] += 1
         if self.write and outcome != "kept":
-            sql.write_session(self.conn, record)
+            self.db.write_session(record)
 
     def activity(self, record: dict[str, Any]) -> None:
-        if sql.activity_exists(self.conn, record):
+        if self.db.activity_exists(record):
             self.plan.activity["kept"] += 1
             return
         self.plan.activity["new"] += 1
         if self.write:
-            activity_sql.record(self.conn, record["kind"], record["actor"], record["summary"], record["counts"],
-                                at=record["at"])
+            self.db.record_activity(record)
 
 
-def import_genome(genome: Genome, path: str | Path, strategy: str = "skip_existing", dry_run: bool = False, *,
+def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_existing", dry_run: bool = False, *,
                   remap: Mapping[str, str] | None = None, ingest_roots: Sequence[str] = (),
-                  check_folder: Callable[[Path], Path] | None = None, max_sessions: int = 5_000) -> dict[str, Any]:
-    """Merge an export into `genome`. dry_run: report what would change and write nothing.
+                  check_folder: Callable[[Path], Path] | None = None, max_sessions: int = 5_000,
+                  names: SourceNames | None = None) -> dict[str, Any]:
+    """Merge an export into `genome` (either backend). dry_run: report what would change and write nothing.
 
     remap: {root name or its old folder: folder here}, the roots the user confirms (`--remap OLD=NEW`).
     ingest_roots: [server] allowed_ingest_roots, trusted like sources. check_folder: the rules for a
     folder that becomes a source (the CLI passes sources.registry.resolve_folder with Helix's home).
+    names: how this genome names sources and files (a team genome: relative to this machine's mapped
+    roots, as the ingest does; a new source outside them is refused: sources/names.py).
     Raises ExportFormatError for a file that is not a valid export; nothing is written then.
     """
+    names = names or SourceNames(None)
     if strategy not in STRATEGIES:
         raise InvalidRequest(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     started = time.perf_counter()
@@ -266,20 +284,29 @@ def import_genome(genome: Genome, path: str | Path, strategy: str = "skip_existi
     verify_checksum(source, header, offset)
     header, records = upgrade(header, lambda: raw_records(source, header, offset))
     generation_before = genome.generation()
-    current = [Path(r["path"]) for r in sql.iter_source_rows(genome.conn)]
+    current = [folder for r in genome.list_sources() if r.pending != "forget"
+               and (folder := names.folder(r.path)) is not None]
+    folder_rule = check_folder or (lambda p: p.resolve(strict=True))
+
+    def checked(folder: Path) -> Path:
+        found = folder_rule(folder)
+        names.key(found)  # a team genome: a new source lies in a mapped root (SourceError says how to map it)
+        return found
 
     def guard() -> ImportGuard:
         return ImportGuard(header.get("roots", []), remap or {}, sources=[p.resolve() for p in current],
-                           ingest_roots=[Path(r).expanduser().resolve() for r in ingest_roots],
-                           check_folder=check_folder or (lambda p: p.resolve(strict=True)))
+                           ingest_roots=[Path(r).expanduser().resolve() for r in ingest_roots], check_folder=checked)
 
     plan, checks = _Plan(), guard()
-    _Walk(genome.conn, strategy, plan, checks, write=False, max_sessions=max_sessions).run(records(), source)
+    with genome.import_writes(write=False) as reads:
+        _Walk(reads, strategy, plan, checks, write=False, max_sessions=max_sessions,
+              name=names.stored).run(records(), source)
     if not dry_run and plan.changes:
         plan, checks = _Plan(), guard()
         try:
-            with genome.transaction() as tx:
-                _Walk(tx, strategy, plan, checks, write=True, max_sessions=max_sessions).run(records(), source)
+            with genome.import_writes(write=True) as writes:
+                _Walk(writes, strategy, plan, checks, write=True, max_sessions=max_sessions,
+                      name=names.stored).run(records(), source)
                 if not plan.changes:
                     raise _NothingToDo
         except _NothingToDo:

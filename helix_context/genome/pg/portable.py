@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from helix_context.genome.pg.store import PgGenome
 
 _STORED = [c for c in shared.GENE_FIELDS if c not in ("embedding", "vector_model")]
-_SELECT_GENES = f"SELECT id, {', '.join(_STORED)}, embedding FROM genes WHERE id > %s ORDER BY id LIMIT %s"
+# quoted: a bare `user` is PostgreSQL's CURRENT_USER (the database role), not the genes column
+_QUOTED = ", ".join(f'"{c}"' for c in _STORED)
+_SELECT_GENES = f"SELECT id, {_QUOTED}, embedding FROM genes WHERE id > %s ORDER BY id LIMIT %s"
 
 
 class PgExportReads:

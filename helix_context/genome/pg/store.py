@@ -45,6 +45,7 @@ from helix_context.genome.pg.counts import PgCountsMixin
 from helix_context.genome.symbols_sql import SymbolReadsMixin
 from helix_context.genome.lexicon import LexiconMixin
 from helix_context.genome.pg.portable import PgExportReads, export_reads
+from helix_context.genome.pg.portable_import import PgImportWrites, import_writes
 from helix_context.genome.reads import GeneReadsMixin
 from helix_context.genome.projects_sql import ProjectsMixin
 from helix_context.genome.pg.maintenance import PgMaintenanceMixin
@@ -251,6 +252,10 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
     def export_reads(self) -> AbstractContextManager[PgExportReads]:
         """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""
         return export_reads(self, self._raw)
+
+    def import_writes(self, *, write: bool) -> AbstractContextManager[PgImportWrites]:
+        """What `helix import` reads and writes, through the write door's postings writer (pg/portable_import.py)."""
+        return import_writes(self, self._door.dialect.lexical, write=write)
 
     def connection_state(self) -> dict[str, Any]:
         """For /health: ok, or reconnecting (since, tries, next try, the last error without credentials)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,25 @@ def test_copy_to_postgres_and_back_keeps_the_answers(settings: Settings, pg_url:
         again.close()
 
 
+def _indexed_with_history(helix: HelixContextManager, folder: Path, questions: list[str]) -> tuple[Any, ...]:
+    """Index the tree, give its first gene a vector and this developer a session and a co-activation
+    link; (pointers per question, genes, the vector, live genes). Closes `helix`."""
+    import numpy as np
+
+    try:
+        helix.ingest_path(folder)
+        want = {q: _pointers(helix, q) for q in questions}
+        genes = list(helix.genome.iter_genes())
+        vector = np.random.default_rng(7).standard_normal(384).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        helix.genome.set_embeddings([(genes[0].rowid or 0, vector)])
+        helix.genome.record_delivery([g.rowid or 0 for g in genes[:2]])
+        helix.genome.touch_session("mine", "agent", 2)
+        return want, genes, vector, helix.genome.live_gene_count()
+    finally:
+        helix.close()
+
+
 def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
         settings: Settings, pg_url: str, tree: Path, tmp_path: Path,  # noqa: F811
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,19 +80,8 @@ def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
     from helix_context.portable import import_genome
 
     chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False})
-    team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
-    try:
-        team.ingest_path(tree)
-        want = {q: _pointers(team, q) for q in QUESTIONS[:3]}
-        genes = list(team.genome.iter_genes())
-        vector = np.random.default_rng(7).standard_normal(384).astype(np.float32)
-        vector /= np.linalg.norm(vector)
-        team.genome.set_embeddings([(genes[0].rowid or 0, vector)])
-        team.genome.record_delivery([g.rowid or 0 for g in genes[:2]])
-        team.genome.touch_session("mine", "agent", 2)
-        live = team.genome.live_gene_count()
-    finally:
-        team.close()
+    want, genes, vector, live = _indexed_with_history(HelixContextManager(chosen.replace(genome={"url": pg_url})),
+                                                      tree, QUESTIONS[:3])
     other = HelixContextManager(chosen.replace(genome={"url": pg_url}, attribution={"user": "bob", "device": "pc"}))
     try:
         other.genome.touch_session("bobs", "agent", 1)  # another developer's history stays out of the export
@@ -85,8 +94,6 @@ def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
     summary = json.loads(capsys.readouterr().out)
     assert (summary["genes"], summary["files"], summary["with_embeddings"]) == (live, 6, 1)
     assert (summary["links"], summary["sessions"]) == (1, 1)
-    assert main(["import", str(out)]) == 2, "import into a team genome still refuses, and says what to do"
-    assert "genome copy" in capsys.readouterr().err
     monkeypatch.delenv("HELIX_GENOME_URL")
 
     lite = HelixContextManager(chosen, genome=Genome(tmp_path / "lite" / "genome.db"))
@@ -98,6 +105,73 @@ def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
         landed = lite.genome.get_gene(genes[0].gene_id)
         moved = lite.genome.embedding_of(landed.rowid or 0) if landed is not None else None
         assert moved is not None and float(np.dot(moved, vector)) > 0.99, "the vector travelled as int8 codes"
+        assert landed is not None and landed.user == genes[0].user, "the genes column, not the database role"
         assert [s["session_id"] for s in lite.genome.sessions()] == ["mine"]
     finally:
         lite.close()
+
+
+def _counts(url: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+                for t in ("genes", "gene_sources", "files", "symbols", "sources", "lex_postings", "lex_docs",
+                          "coactivation", "sessions", "activity")}
+
+
+def test_import_of_a_sqlite_export_into_a_team_genome_keeps_the_answers_and_a_second_changes_nothing(
+        settings: Settings, pg_url: str, tree: Path, tmp_path: Path, helix_home: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`helix import` into a team genome, through the genome's import writes (pg/portable_import.py):
+    the same pointers as the exporting SQLite genome, files and the source named relative to the
+    mapped root, the vector decoded into a halfvec, this developer's session and co-activation under
+    their party; `helix check` passes; importing the same file again writes nothing."""
+    import numpy as np
+
+    from helix_context.portable import import_genome
+    from helix_context.sources.names import SourceNames
+    from helix_context.sources.roots import RootMap
+
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False})
+    want, genes, vector, live = _indexed_with_history(HelixContextManager(chosen), tree, QUESTIONS)
+    out = tmp_path / "lite.helix"
+    assert main(["export", str(out), "--json"]) == 0
+    capsys.readouterr()
+
+    RootMap({}).mapped("tree", tree).save(helix_home)  # this machine's checkout of the shared root
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    monkeypatch.setenv("HELIX_EMBEDDING_ENABLED", "false")  # the CLI's manager: no model to load
+    monkeypatch.setenv("HELIX_NER_ENABLED", "false")
+    assert main(["import", str(out), "--json", "--remap", f"tree={tree}"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["changed"] and first["genes"]["new"] == live and first["files"]["new"] == 6, first
+    assert first["sources_added"] == ["@tree"] and first["refused"]["total"] == 0, first
+
+    team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
+    try:
+        assert team.genome.integrity_check() == []  # `helix check`'s invariants: postings = live genes …
+        for q in QUESTIONS:
+            assert _pointers(team, q)[:3] == want[q][:3], q
+        assert {r.path for r in team.genome.list_sources()} == {"@tree"}
+        assert all(p.startswith("@tree/") for p in team.genome.file_records()), "named relative to the root"
+        landed = team.genome.get_gene(genes[0].gene_id)
+        moved = team.genome.embedding_of(landed.rowid or 0) if landed is not None else None
+        assert moved is not None and float(np.dot(moved, vector)) > 0.99, "the int8 codes became a halfvec"
+        assert [s["session_id"] for s in team.genome.sessions()] == ["mine"]
+
+        def again(strategy: str) -> dict:
+            return import_genome(team.genome, out, strategy, remap={"tree": str(tree)},
+                                 names=SourceNames(RootMap.load(helix_home)))
+
+        before = _counts(pg_url)
+        second = again("skip_existing")
+        assert not second["changed"] and second["genes"]["new"] == 0, second
+        assert second["generation_after"] == second["generation_before"] and _counts(pg_url) == before
+        # the file's copy wins everywhere: every gene re-written and re-indexed, nothing lost or doubled
+        assert again("overwrite")["genes"]["overwritten"] == live
+        assert _counts(pg_url) == before
+        assert float(np.dot(team.genome.embedding_of(landed.rowid or 0), vector)) > 0.99  # type: ignore[union-attr, arg-type]
+    finally:
+        team.close()
+    assert main(["check"]) == 0, capsys.readouterr()
