@@ -60,8 +60,9 @@ def lookup_key(raw: str | Path) -> str:
     a team genome's shared name (`@api/docs`) is kept as it is."""
     if "\x00" in str(raw):
         raise SourceError("the path holds a NUL character, which no file name can: give the folder's path")
-    if is_shared(str(raw).strip()):
-        return str(raw).strip()
+    text = str(raw).strip()
+    if is_shared(text) and not Path(text).expanduser().exists():  # not a folder here that happens to start with @
+        return text
     path = Path(str(raw).strip()).expanduser()
     try:
         return str(path.resolve())

@@ -30,10 +30,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
@@ -46,47 +45,13 @@ from helix_context.sources.names import SourceNames
 from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
+from helix_context.sources.work import Indexer, Interrupted, Progress, Work
 from helix_context.weigh import Packet, PacketItem
 
 log = logging.getLogger("helix.sources")
 
 _GONE = "does not exist"
 CLAIM_RETRY_S = 5.0  # a folder another backend of the team genome is indexing: asked for again this much later
-
-
-class _Interrupted(Exception):
-    """Raised from the ingest's progress callback: pause or removal stops it between two files."""
-
-
-@dataclass
-class _Work:
-    forget: bool = False
-    full: bool = False
-    paths: set[str] = field(default_factory=set)
-
-    def merge(self, other: _Work) -> None:
-        self.forget |= other.forget
-        self.full |= other.full
-        self.paths |= other.paths
-
-
-@dataclass
-class Progress:
-    source: str | None = None
-    done: int = 0
-    total: int = 0
-    kind: str = ""
-
-
-class Indexer(Protocol):
-    """The ingest the service indexes through (HelixContextManager), so a watched file becomes
-    exactly the genes a manual `helix ingest` would make."""
-
-    def ingest_path(self, path: str | Path | Sequence[str | Path], *, project: str | None = None,
-                    embed: bool = True, progress: Callable[[int, int, str], None] | None = None,
-                    confine_to: Sequence[str | Path] | None = None) -> IngestReport: ...
-
-    def start_parse_workers(self) -> None: ...
 
 
 class SourcesService:
@@ -99,7 +64,7 @@ class SourcesService:
         self.cfg = settings.sources
         self._indexer: Indexer | None = None  # given by start()
         self._cond = threading.Condition()
-        self._work: dict[str, _Work] = {}
+        self._work: dict[str, Work] = {}
         self._watchers: dict[str, FolderWatcher] = {}
         self._watch_lock = threading.RLock()  # watchers start and stop from request threads and the worker
         self._filters: dict[str, PathFilter] = {}
@@ -129,12 +94,12 @@ class SourcesService:
         for row in self.genome.list_sources():
             self._skips[row.path] = {s.get("path", ""): s.get("reason", "") for s in row.skipped}
             if row.pending == "forget":
-                self._queue(row.path, _Work(forget=True))
+                self._queue(row.path, Work(forget=True))
                 continue
             if names.folder(row.path) is None:  # a shared root not mapped here: the list says how to map it
                 continue
             self._known.add(row.path)
-            self._queue(row.path, _Work(full=True))
+            self._queue(row.path, Work(full=True))
             if not self._paused:
                 self._watch(row.path)
         self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
@@ -176,7 +141,7 @@ class SourcesService:
             self._missing.discard(key)
         self._skips.setdefault(key, {})
         self._known.add(key)
-        self._queue(key, _Work(full=True))
+        self._queue(key, Work(full=True))
         if not self._paused:
             self._watch(key)
         return self._describe(row)
@@ -197,7 +162,7 @@ class SourcesService:
         if forget:
             self.genome.set_source_pending(key, "forget")
             self.genome.set_source_state(key, "removing")
-            self._queue(key, _Work(forget=True))
+            self._queue(key, Work(forget=True))
         else:
             self.genome.delete_source(key)
             self._skips.pop(key, None)
@@ -224,7 +189,7 @@ class SourcesService:
             if row.pending == "forget" or names.folder(row.path) is None:
                 continue
             self._known.add(row.path)
-            self._queue(row.path, _Work(full=True))  # catch up on what changed while paused
+            self._queue(row.path, Work(full=True))  # catch up on what changed while paused
             self._watch(row.path)
         return self.status()
 
@@ -266,7 +231,7 @@ class SourcesService:
         for row in rows:
             if row.pending is None and row.path not in self._known and names.folder(row.path) is not None:
                 self._known.add(row.path)
-                self._queue(row.path, _Work(full=True))
+                self._queue(row.path, Work(full=True))
                 self._watch(row.path)
 
     def _describe(self, row: sources_sql.SourceRow, progress: Progress | None = None,
@@ -380,28 +345,28 @@ class SourcesService:
         self.batches += 1
         # a changed .gitignore may bring files in: one pass over the folder applies the new rules
         full = any(Path(p).name == ".gitignore" for p in paths)
-        self._queue(key, _Work(full=full, paths=paths))
+        self._queue(key, Work(full=full, paths=paths))
 
     def _on_missing(self, key: str) -> None:
         with self._cond:
             self._missing.add(key)
-        self._queue(key, _Work(full=True))  # the pass sees the folder gone and retires its files
+        self._queue(key, Work(full=True))  # the pass sees the folder gone and retires its files
 
     def _on_lost(self, key: str, reason: str) -> None:
         """File events were lost (watcher.py): a full pass compares the folder with the index at once."""
         with self._cond:
             self._losses += 1
             self._lost[key] = (self._losses, reason)
-        self._queue(key, _Work(full=True))
+        self._queue(key, Work(full=True))
 
     def _on_back(self, key: str) -> None:
         with self._cond:
             self._missing.discard(key)
-        self._queue(key, _Work(full=True))
+        self._queue(key, Work(full=True))
 
     # ── the worker ──
 
-    def _queue(self, key: str, work: _Work) -> None:
+    def _queue(self, key: str, work: Work) -> None:
         with self._cond:
             if self._stopping:
                 return
@@ -411,7 +376,7 @@ class SourcesService:
                 self._work[key] = work
             self._cond.notify_all()
 
-    def _next(self) -> tuple[str, _Work] | None:
+    def _next(self) -> tuple[str, Work] | None:
         with self._cond:
             while True:
                 if self._stopping:
@@ -452,7 +417,7 @@ class SourcesService:
                 if record is None or not record.stat_matches(st.st_size, st.st_mtime_ns):
                     changed.add(raw)
             if changed:
-                work = self._work.setdefault(key, _Work())
+                work = self._work.setdefault(key, Work())
                 work.paths |= changed
 
     def _schedule_recheck(self, key: str, paths: set[str]) -> None:
@@ -475,7 +440,7 @@ class SourcesService:
             key, work = job
             try:
                 self._run(key, work)
-            except _Interrupted:
+            except Interrupted:
                 with self._cond:
                     cancelled = key in self._cancel
                 if not cancelled and not self._stopping:
@@ -499,7 +464,7 @@ class SourcesService:
         except GenomeError as exc:
             log.warning("could not record the state of %s: %s", key, exc)
 
-    def _run(self, key: str, work: _Work) -> None:
+    def _run(self, key: str, work: Work) -> None:
         if work.forget:
             self._forget(key)
             return
@@ -520,7 +485,7 @@ class SourcesService:
                 return
             self._run_claimed(key, folder, row, work, names)
 
-    def _run_claimed(self, key: str, root: Path, row: sources_sql.SourceRow, work: _Work, names: SourceNames) -> None:
+    def _run_claimed(self, key: str, root: Path, row: sources_sql.SourceRow, work: Work, names: SourceNames) -> None:
         """`key` as stored, `root` the folder on this machine (the same on a SQLite genome)."""
         if not root.is_dir():
             self._vanished(key)
@@ -536,7 +501,7 @@ class SourcesService:
         def progress(index: int, count: int, _path: str) -> None:
             with self._cond:
                 if key in self._cancel or self._paused or self._stopping:
-                    raise _Interrupted()
+                    raise Interrupted()
                 self._progress = Progress(key, offset + index, total if total is not None else count, kind)
         return progress
 

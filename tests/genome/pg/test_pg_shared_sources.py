@@ -43,6 +43,7 @@ def test_one_shared_source_is_indexed_and_watched_by_each_machine_through_its_ow
         monkeypatch: pytest.MonkeyPatch) -> None:
     a_repo, b_repo = make_tree(tmp_path / "ana" / "code" / "repo"), make_tree(tmp_path / "ben" / "work" / "repo")
     alice = server_factory(_machine(settings, tmp_path / "home-a", pg_url, "alice", a_repo))
+    bob = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "bob", b_repo))  # running already
     with alice.client() as client:
         added = client.post("/sources", json={"path": str(a_repo)})
         assert added.status_code == 202 and added.json()["path"] == "@repo", added.text
@@ -50,10 +51,10 @@ def test_one_shared_source_is_indexed_and_watched_by_each_machine_through_its_ow
         (row,) = client.get("/sources").json()["sources"]
         assert row["files"] == 6 and row["folder"] == str(a_repo.resolve()), row
 
-    bob = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "bob", b_repo))
     service = bob.app.state.sources
-    assert service.wait_idle(60) and service.wait_watching(10)
     with bob.client() as client:
+        client.get("/sources")  # B takes up the source A added when it next reads its list
+        assert service.wait_idle(60) and service.wait_watching(10)
         (row,) = client.get("/sources").json()["sources"]
         assert (row["path"], row["folder"], row["state"], row["watching"]) == (
             "@repo", str(b_repo.resolve()), "watching", True), row
