@@ -62,10 +62,12 @@ say "ruff check ."
 say "mypy"
 "$VENV/bin/mypy" || { say "mypy found type errors (above)"; exit 1; }
 
-# 4. Run the suite. Artefacts (screenshots) land in test-artifacts/.
+# 4. Run the suite. Artefacts (screenshots) land in test-artifacts/. Two workers by default: most tests
+#    wait on real processes (servers, trays, PostgreSQL), so two share a 2-core machine well; each file
+#    runs whole on one worker (its module fixtures are built once). HELIX_TEST_WORKERS=0 runs in one process.
 mkdir -p test-artifacts
 set +e
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest -n "${HELIX_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then say "pytest collected no tests"; fi
