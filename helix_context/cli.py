@@ -301,13 +301,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     from helix_context.portable import import_genome, parse_remap
     from helix_context.sources.names import SourceNames
     from helix_context.sources.registry import resolve_folder
+    from helix_context.sources.roots import RootMap
 
     settings = _settings(args)
     remap = parse_remap(args.remap or [])
     return _portable(args, lambda genome: import_genome(
         genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
         ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
-        check_folder=lambda path: resolve_folder(path, home=settings.home), names=SourceNames.of(settings)))
+        check_folder=lambda path: resolve_folder(path, home=settings.home), names=SourceNames.of(settings),
+        machine_roots=RootMap.load(settings.home)))
 
 
 def cmd_genome_copy(args: argparse.Namespace) -> int:

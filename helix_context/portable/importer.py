@@ -26,6 +26,7 @@ from helix_context.portable.convert import upgrade
 from helix_context.portable.fileformat import raw_records, read_header, verify_checksum
 from helix_context.portable.validate import ImportGuard, check_shape
 from helix_context.sources.names import SourceNames
+from helix_context.sources.roots import RootMap
 
 STRATEGIES = ("skip_existing", "overwrite", "newest")
 EXAMPLES = 10  # ids listed per category in a summary
@@ -235,8 +236,19 @@ class _Walk:
 
     def source(self, record: dict[str, Any]) -> None:
         root = self.guard.source(record)
-        if root is not None and root.adds_source and root.local is not None and self.write:
+        if root is not None and root.shared is not None:
+            self.shared_source(root.shared, record)
+        elif root is not None and root.adds_source and root.local is not None and self.write:
             self.db.write_source(self.name(str(root.local)), record["project"], record["added_at"])
+
+    def shared_source(self, key: str, record: dict[str, Any]) -> None:
+        """A team genome's source into a team genome: the same name, which every backend that maps its
+        root indexes (the export lists only sources the team had)."""
+        if self.db.source_exists(key) or key in self.plan.sources_added:
+            return
+        self.plan.sources_added.append(key)
+        if self.write:
+            self.db.write_source(key, record["project"], record["added_at"])
 
     def session(self, record: dict[str, Any]) -> None:
         if len(record["session_id"]) > 256:
@@ -265,7 +277,7 @@ class _Walk:
 def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_existing", dry_run: bool = False, *,
                   remap: Mapping[str, str] | None = None, ingest_roots: Sequence[str] = (),
                   check_folder: Callable[[Path], Path] | None = None, max_sessions: int = 5_000,
-                  names: SourceNames | None = None) -> dict[str, Any]:
+                  names: SourceNames | None = None, machine_roots: RootMap | None = None) -> dict[str, Any]:
     """Merge an export into `genome` (either backend). dry_run: report what would change and write nothing.
 
     remap: {root name or its old folder: folder here}, the roots the user confirms (`--remap OLD=NEW`).
@@ -273,6 +285,8 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
     folder that becomes a source (the CLI passes sources.registry.resolve_folder with Helix's home).
     names: how this genome names sources and files (a team genome: relative to this machine's mapped
     roots, as the ingest does; a new source outside them is refused: sources/names.py).
+    machine_roots: this machine's root map (default: the team genome's, `names.roots`), where a team
+    export's shared root (`@api`) is on this machine when the genome keeps absolute paths (SQLite).
     Raises ExportFormatError for a file that is not a valid export; nothing is written then.
     """
     names = names or SourceNames(None)
@@ -295,7 +309,8 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
 
     def guard() -> ImportGuard:
         return ImportGuard(header.get("roots", []), remap or {}, sources=[p.resolve() for p in current],
-                           ingest_roots=[Path(r).expanduser().resolve() for r in ingest_roots], check_folder=checked)
+                           ingest_roots=[Path(r).expanduser().resolve() for r in ingest_roots], check_folder=checked,
+                           machine_roots=machine_roots or names.roots, keep_shared=names.team)
 
     plan, checks = _Plan(), guard()
     with genome.import_writes(write=False) as reads:
@@ -317,7 +332,7 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
         "schema_version": header.get("schema_version"), "created_at": header.get("created_at"),
         "in_file": header.get("counts", {}),
         "roots": [{"name": r.name, "exported": r.exported, "local": str(r.local) if r.local else None,
-                   "confirmed": r.confirmed, "refused": r.refusal} for r in checks.roots.values()],
+                   "confirmed": r.confirmed, "refused": r.refusal, "shared": r.shared} for r in checks.roots.values()],
         "genes": plan.genes, "files": plan.files, "links": plan.links, "symbols": plan.symbols,
         "sessions": plan.sessions, "activity": plan.activity, "vector_changes": plan.vector_changes,
         "sources_added": plan.sources_added, "spans_added": plan.spans_added,

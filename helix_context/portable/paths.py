@@ -9,6 +9,11 @@ importer maps each root to a local folder (the same one, or `--remap OLD=NEW`).
 
 Roots are the exporting genome's sources (the folders the user chose) plus, for
 files ingested outside every source (`helix ingest FILE`), the folder holding them.
+
+A team genome stores its files as `@ROOT/rel` (sources/roots.py): names that are already
+machine-independent. They travel the same way, under a root whose folder is the shared name
+(`{"name": "@api", "path": "@api"}`), and the importer keeps them (a team genome) or finds them
+through the importing machine's own root map (a SQLite genome): validate.py.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
+
+from helix_context.sources.roots import PREFIX, split_root
 
 PathRef = list[str]  # [root name, relative posix path]
 
@@ -37,7 +44,12 @@ class ExportRoots:
         folders = sorted(set(sources), key=len)
         extra: set[str] = set()
         for path in paths:
-            if is_absolute_anywhere(path) and not any(_is_under(path, f) for f in folders):
+            if any(_is_under(path, f) for f in folders):
+                continue
+            shared = split_root(path)
+            if shared is not None:  # a team genome's file outside its sources: its root travels
+                extra.add(PREFIX + shared[0])
+            elif is_absolute_anywhere(path):
                 extra.add(os.path.dirname(path.rstrip("/\\")) or path)
         for folder in sorted(extra, key=len):
             if not any(_is_under(folder, f) for f in folders):

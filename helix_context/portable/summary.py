@@ -38,7 +38,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"activity new {act['new']}, kept {act['kept']}",
     ]
     for root in summary["roots"]:
-        where = f"refused: {root['refused']}" if root["refused"] else f"-> {root['local']}"
+        where = (f"refused: {root['refused']}" if root["refused"]
+                 else "kept as the team's shared name" if root.get("shared") else f"-> {root['local']}")
         lines.append(f"root {root['name']} (was {root['exported']}) {where}")
     if summary["sources_added"]:
         lines.append("sources added (indexed and watched at the next backend start): "

@@ -12,7 +12,18 @@ Two kinds of problem, handled differently:
       `--remap OLD=NEW` — then the folder becomes a source, so everything imported lies inside
       a current source before anything reads it from disk (refresh, compact, the live check);
     * a source_kind that disagrees with the path: `file` genes name files under a root, every
-      other kind (API text, session notes) names a relative name and never a file on disk.
+      other kind (API text, session notes) names a relative name and never a file on disk;
+    * a team genome's shared root (`@api`, `@api/docs`: a root whose folder is a shared name) that is
+      not a valid shared name, or a path under it that is empty, absolute or climbs with '..'.
+
+A shared root keeps its names on a team genome (every backend finds them in its own checkout) and,
+on a SQLite genome, is found through this machine's root map (`helix sources map`), with the same
+refusals as any root (a path leading out of the checkout through '..' or a symlink). A shared root
+that this machine does not map refuses the **whole** import, before anything is written
+(`unmapped_refusal`). Why not import the rest and list those files as refused: they are the team's
+index, usually all of it; a personal genome holding a silent part of it answers differently from
+the team's with no sign why, and the fix is one command (`helix sources map ROOT PATH`) and the same
+import again. A record that is hostile is still refused on its own, as above.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from typing import Any
 from helix_context.errors import ExportFormatError, InvalidRequest
 from helix_context.genome.vectors import EMBED_DIM
 from helix_context.portable.paths import inside, is_absolute_anywhere, join, relative_refusal
+from helix_context.sources.roots import RootMap, is_shared, split_root, split_shared
 
 GENE_ID = re.compile(r"[0-9a-f]{32}")
 EMBEDDING_BYTES = 4 + EMBED_DIM  # float32 scale + int8 per dimension (store.encode_vector)
@@ -118,6 +130,7 @@ class Root:
     confirmed: bool  # named by the user's --remap
     adds_source: bool  # confirmed and not yet inside a source: the import adds it as one
     refusal: str | None
+    shared: str | None = None  # a team genome's root kept under its shared name (`@api`): no folder here
 
 
 def parse_remap(items: Sequence[str]) -> dict[str, str]:
@@ -136,10 +149,12 @@ class ImportGuard:
     """Decides, record by record, what of an export this machine accepts; keeps the refusals."""
 
     def __init__(self, roots: Any, remap: Mapping[str, str], *, sources: Sequence[Path],
-                 ingest_roots: Sequence[Path], check_folder: Any) -> None:
+                 ingest_roots: Sequence[Path], check_folder: Any, machine_roots: RootMap | None = None,
+                 keep_shared: bool = False) -> None:
         """`sources`: resolved folders of the current sources; `ingest_roots`: [server] allowed_ingest_roots;
         `check_folder(path) -> Path`: the rules for a new source (registry.resolve_folder), raising
-        with the reason."""
+        with the reason. `machine_roots`: this machine's root map, where a shared root (`@api`) is here;
+        `keep_shared`: the genome is a team genome, which keeps shared names as they are."""
         if not isinstance(roots, list) or not all(
                 isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("path"), str)
                 for r in roots):
@@ -150,10 +165,18 @@ class ImportGuard:
             listed = ", ".join(f"{r['name']} ({r['path']})" for r in roots) or "none"
             raise InvalidRequest(f"--remap {unknown[0]}=…: the export has no root of that name or folder; "
                                  f"its roots are: {listed}")
+        self.machine_roots = machine_roots or RootMap({})
+        self.keep_shared = keep_shared
+        missing = unmapped_roots(roots, remap, self.machine_roots) if not keep_shared else []
+        if missing:
+            raise InvalidRequest(unmapped_refusal(missing))
         self.roots: dict[str, Root] = {}
         for r in roots:
             target = remap.get(r["name"], remap.get(r["path"]))
-            self.roots[r["name"]] = self._root(r["name"], r["path"], target, sources, ingest_roots, check_folder)
+            if is_shared(r["path"]) and target is None:
+                self.roots[r["name"]] = self._shared_root(r["name"], r["path"], sources, ingest_roots, check_folder)
+            else:
+                self.roots[r["name"]] = self._root(r["name"], r["path"], target, sources, ingest_roots, check_folder)
         self.refused = 0
         self.refusals: list[dict[str, str]] = []
         self.reasons: dict[str, int] = {}
@@ -180,6 +203,20 @@ class ImportGuard:
         # imported path lies inside a current source before anything reads it
         return Root(name, exported, folder, target is not None, True, None)
 
+    def _shared_root(self, name: str, exported: str, sources: Sequence[Path], ingest_roots: Sequence[Path],
+                     check_folder: Any) -> Root:
+        """A team genome's root: kept by name (a team genome), or where this machine's map puts it."""
+        if split_root(exported) is None:
+            return Root(name, exported, None, False, False,
+                        f"root {name} names {exported[:200]!r}, not a valid shared root (@NAME or @NAME/folder)")
+        if self.keep_shared:
+            return Root(name, exported, None, False, False, None, shared=exported)
+        local = self.machine_roots.local_folder(exported)
+        if local is None:  # mapped (unmapped_roots raised otherwise), so the name leaves the checkout
+            return Root(name, exported, None, False, False, f"root {name}: {self.machine_roots.describe(exported)}")
+        # mapped by this user on this machine: as confirmed as --remap (it becomes a source if it is not one)
+        return self._root(name, exported, str(local), sources, ingest_roots, check_folder)
+
     def refuse(self, kind: str, ident: str, reason: str) -> None:
         self.refused += 1
         key = reason.split(":")[0]
@@ -205,11 +242,15 @@ class ImportGuard:
         root = self.roots.get(name)
         if root is None:
             return None, f"root {name!r} is not declared in the header"
-        if root.refusal or root.local is None:
+        if root.refusal or (root.local is None and root.shared is None):
             return None, root.refusal or f"root {name} is refused"
         why = relative_refusal(rel)
         if why:
             return None, why
+        if root.shared is not None:  # a name, never read here: each backend's map refuses one leaving its checkout
+            named = f"{root.shared}/{rel}"
+            return (named, None) if split_shared(named) else (None, f"{named[:200]!r} is not a valid shared name")
+        assert root.local is not None
         local = join(root.local, rel)
         if not inside(local, [root.local]):
             return None, f"{rel[:200]!r} leads outside its root {name} (through a symlink)"
@@ -265,8 +306,26 @@ class ImportGuard:
 
     def source(self, record: dict[str, Any]) -> Root | None:
         root = self.roots.get(record["root"])
-        if root is None or root.refusal or root.local is None:
+        if root is None or root.refusal or (root.local is None and root.shared is None):
             self.refuse("source", record["root"], root.refusal if root and root.refusal
                         else f"root {record['root']!r} is not declared in the header")
             return None
         return root
+
+
+def unmapped_roots(roots: list[dict[str, str]], remap: Mapping[str, str], machine: RootMap) -> list[str]:
+    """The shared root names of an export that this machine does not map (and --remap does not place)."""
+    found: list[str] = []
+    for r in roots:
+        parts = split_root(r["path"]) if is_shared(r["path"]) else None
+        if parts and parts[0] not in machine.roots and r["name"] not in remap and r["path"] not in remap:
+            found.append(parts[0])
+    return sorted(set(found))
+
+
+def unmapped_refusal(names: list[str]) -> str:
+    """One message for the whole import: what to map, and that nothing was written."""
+    maps = "; ".join(f"`helix sources map {n} PATH-OF-YOUR-CHECKOUT`" for n in names)
+    return (f"this export holds a team genome's shared root(s) {', '.join('@' + n for n in names)}, not mapped "
+            f"on this machine, so its files have no place here; nothing was imported. Map each to your "
+            f"checkout first: {maps} (or place one with --remap @NAME=FOLDER), then import again")

@@ -58,12 +58,7 @@ class SourceNames:
         """Where a stored source is on this machine; None when its root is not mapped here."""
         if not is_shared(key):
             return Path(key)
-        if self.roots is None:
-            return None
-        name = key[len(PREFIX):]
-        if "/" not in name:  # the root itself
-            return self.roots.roots.get(name)
-        return self.roots.local_path(key)
+        return None if self.roots is None else self.roots.local_folder(key)
 
     def why_not_here(self, key: str) -> str | None:
         """What to do about a stored source this machine cannot index, or None when it can."""
@@ -77,7 +72,10 @@ class SourceNames:
         return f"not indexed on this machine ({why}); the backends that map it keep it up to date"
 
     def stored(self, local: str | Path) -> str:
-        """The stored name of a file on this machine (as the ingest names it: ingest/pipeline.py)."""
+        """The stored name of a file on this machine (as the ingest names it: ingest/pipeline.py); a name
+        that is already shared (an import into a team genome keeps the team's names) stays as it is."""
+        if is_shared(str(local)):
+            return str(local)
         shared = self.roots.shared_name(Path(local)) if self.roots is not None and self.roots.roots else None
         return shared or str(local)
 

@@ -49,6 +49,14 @@ def split_shared(path: str) -> tuple[str, str] | None:
     return name, rel
 
 
+def split_root(key: str) -> tuple[str, str] | None:
+    """A shared folder's name: `@api` → ("api", ""), `@api/docs` → ("api", "docs"); None for any other
+    (or a hostile) form. A source or an export's root is a folder, so the root itself is valid here."""
+    if is_shared(key) and "/" not in key:
+        return (key[len(PREFIX):], "") if _NAME.match(key[len(PREFIX):]) else None
+    return split_shared(key)
+
+
 @dataclass(frozen=True)
 class RootMap:
     """This machine's map: root name → the folder of its checkout here."""
@@ -99,6 +107,14 @@ class RootMap:
         except (ValueError, OSError):
             return None
         return candidate
+
+    def local_folder(self, key: str) -> Path | None:
+        """Where a shared folder (`@api` or `@api/docs`) is on this machine; None when its root is not
+        mapped here or the name would leave the checkout (as `local_path`)."""
+        parts = split_root(key)
+        if parts is None or parts[0] not in self.roots:
+            return None
+        return self.roots[parts[0]] if not parts[1] else self.local_path(key)
 
     def shared_name(self, local: Path) -> str | None:
         """The shared name of a file under a mapped checkout (the deepest root that holds it), else None."""

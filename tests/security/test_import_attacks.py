@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helix_context import cli, portable
 from helix_context.genome import portable_sql
 from helix_context.ingest.genes import gene_id_for
@@ -40,8 +42,9 @@ def _file(path: str) -> dict[str, Any]:
             "genes": 1, "ingested_at": 1.0}
 
 
-def crafted_export(path: Path, records: list[dict[str, Any]]) -> Path:
-    """An export in format version 1, checksummed as Helix writes it."""
+def crafted_export(path: Path, records: list[dict[str, Any]], roots: list[dict[str, str]] | None = None) -> Path:
+    """An export in format version 1 (with `roots`: version 2, paths as [root, rel]), checksummed as Helix
+    writes it."""
     genes = sum(r["t"] == "gene" for r in records)
     files = sum(r["t"] == "file" for r in records)
     end = {"t": "end", "genes": genes, "files": files, "links": 0}
@@ -49,6 +52,8 @@ def crafted_export(path: Path, records: list[dict[str, Any]]) -> Path:
     header = {"format": portable.FORMAT_NAME, "version": 1, "compression": "gzip", "created_at": time.time(),
               "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest(),
               "counts": {"genes": genes, "files": files, "links": 0}}
+    if roots is not None:
+        header.update(version=portable.FORMAT_VERSION, roots=roots)
     path.write_bytes(portable.MAGIC + json.dumps(header).encode() + b"\n" + payload)
     return path
 
@@ -153,3 +158,42 @@ def test_a_path_through_a_symlink_inside_a_source_cannot_leave_it(server, tmp_pa
         assert client.post("/admin/refresh").status_code == 200
         assert SECRET not in client.post("/context", json={"query": f"API_TOKEN {SECRET}"}).json()["expressed_context"]
     assert linked not in service.genome.file_records()
+
+
+def test_a_team_exports_shared_names_cannot_leave_the_checkout_they_map_to(tmp_path: Path) -> None:
+    """A team export's shared root (`@api`) lands in this machine's checkout of `api`; a name that climbs
+    out with '..', is absolute, leads out through a symlink, or a root that is no valid shared name, is
+    refused record by record, into a SQLite genome (read from disk) as into a team genome (kept as names)."""
+    from helix_context.errors import InvalidRequest
+    from helix_context.genome.store import Genome
+    from helix_context.portable.validate import ImportGuard
+    from helix_context.sources.roots import RootMap
+
+    checkout, outside = tmp_path / "api", tmp_path / "outside"
+    write(checkout / "ok.py", "def ok():\n    return 1\n")
+    write(outside / "secret.py", f"API_TOKEN = '{SECRET}'\n")
+    (checkout / "vendor").symlink_to(outside, target_is_directory=True)
+    roots = [{"name": "@api", "path": "@api"}, {"name": "up", "path": "@api/../outside"},
+             {"name": "dots", "path": "@../outside"}, {"name": "back", "path": "@api\\..\\outside"}]
+    hostile = [["@api", "../outside/secret.py"], ["@api", "/etc/passwd"], ["@api", "vendor/secret.py"],
+               ["@api", "..\\outside\\secret.py"], ["up", "secret.py"], ["dots", "secret.py"], ["back", "secret.py"]]
+    records = [_gene(f"placeholder {i}\n", ref) for i, ref in enumerate(hostile)]  # type: ignore[arg-type]
+    records += [_gene("def ok():\n    return 1\n", ["@api", "ok.py"]), _file(["@api", "ok.py"])]  # type: ignore[arg-type]
+    export = crafted_export(tmp_path / "team.hxg", records, roots)
+
+    genome = Genome(tmp_path / "genome.db")
+    try:
+        with pytest.raises(InvalidRequest, match="helix sources map api PATH-OF-YOUR-CHECKOUT"):
+            portable.import_genome(genome, export, machine_roots=RootMap({}))
+        summary = portable.import_genome(genome, export, machine_roots=RootMap({"api": checkout}))
+        assert summary["refused"]["total"] == len(hostile), summary["refused"]
+        assert set(genome.file_records()) == {str(checkout.resolve() / "ok.py")}
+        assert not any(SECRET in g.content or "placeholder" in g.content for g in genome.iter_genes())
+    finally:
+        genome.close()
+
+    team = ImportGuard(roots, {}, sources=[], ingest_roots=[], check_folder=None, keep_shared=True)
+    assert team.disk_path(["@api", "src/ok.py"]) == ("@api/src/ok.py", None)
+    for ref in hostile:
+        if ref[1] != "vendor/secret.py":  # a link in someone's checkout: each backend's map refuses it there
+            assert team.disk_path(ref)[0] is None, ref

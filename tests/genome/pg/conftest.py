@@ -74,6 +74,11 @@ def database_url(admin_url: str, name: str) -> str:
 @pytest.fixture
 def pg_url(pg_server: str) -> str:
     """A fresh database with the `vector` extension, for this test alone."""
+    return fresh_database(pg_server)
+
+
+def fresh_database(pg_server: str) -> str:
+    """A new empty database with the `vector` extension (a test that needs a second team genome)."""
     import psycopg
 
     name = f"helix_test_{os.getpid()}_{next(_names)}"

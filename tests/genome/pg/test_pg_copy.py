@@ -13,6 +13,7 @@ from helix_context.config import Settings
 from helix_context.genome.store import Genome
 from helix_context.manager import HelixContextManager
 
+from .conftest import fresh_database
 from .test_pg_parity import QUESTIONS, _pointers, tree  # noqa: F401  (tree: the fixture, used by name)
 
 
@@ -69,22 +70,28 @@ def _indexed_with_history(helix: HelixContextManager, folder: Path, questions: l
         helix.close()
 
 
-def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
-        settings: Settings, pg_url: str, tree: Path, tmp_path: Path,  # noqa: F811
+def test_export_of_a_team_genome_imports_into_sqlite_and_another_team_genome_with_the_same_answers(
+        settings: Settings, pg_url: str, pg_server: str, tree: Path, tmp_path: Path, helix_home: Path,  # noqa: F811
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`helix export` on a team genome writes the same file format: a vector goes out as the SQLite
-    genome's int8 codes, this developer's co-activation and sessions travel (nobody else's), and the
-    file imported into a new SQLite genome answers with the same pointers."""
+    genome's int8 codes, this developer's co-activation and sessions travel (nobody else's). Its shared
+    names (`@tree/…`) travel as the root `@tree`: into a SQLite genome they land under this machine's
+    checkout of `tree` (refused whole, nothing written, while `tree` is not mapped here), and into
+    another team genome they stay `@tree/…`; both answer with the same pointers."""
     import numpy as np
 
+    from helix_context.errors import InvalidRequest
     from helix_context.portable import import_genome
+    from helix_context.sources.roots import RootMap
 
+    RootMap({}).mapped("tree", tree).save(helix_home)  # the team genome names the files @tree/…
     chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False})
     want, genes, vector, live = _indexed_with_history(HelixContextManager(chosen.replace(genome={"url": pg_url})),
                                                       tree, QUESTIONS[:3])
     other = HelixContextManager(chosen.replace(genome={"url": pg_url}, attribution={"user": "bob", "device": "pc"}))
     try:
         other.genome.touch_session("bobs", "agent", 1)  # another developer's history stays out of the export
+        other.genome.add_source("@tree", None, 1.0)
     finally:
         other.close()
 
@@ -94,12 +101,18 @@ def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
     summary = json.loads(capsys.readouterr().out)
     assert (summary["genes"], summary["files"], summary["with_embeddings"]) == (live, 6, 1)
     assert (summary["links"], summary["sessions"]) == (1, 1)
+    assert summary["roots"] == [{"name": "@tree", "path": "@tree"}]
     monkeypatch.delenv("HELIX_GENOME_URL")
 
     lite = HelixContextManager(chosen, genome=Genome(tmp_path / "lite" / "genome.db"))
     try:
-        done = import_genome(lite.genome, out, remap={"tree": str(tree)})  # the user confirms the root
-        assert done["genes"]["new"] == live
+        with pytest.raises(InvalidRequest, match="helix sources map tree PATH-OF-YOUR-CHECKOUT"):
+            import_genome(lite.genome, out, machine_roots=RootMap({}))  # a machine that does not map `tree`
+        assert lite.genome.live_gene_count() == 0 and not lite.genome.file_records()
+        done = import_genome(lite.genome, out, machine_roots=RootMap.load(helix_home))
+        assert done["genes"]["new"] == live and done["refused"]["total"] == 0, done
+        assert {p.rsplit("/", 1)[0].startswith(str(tree.resolve())) for p in lite.genome.file_records()} == {True}
+        assert [r.path for r in lite.genome.list_sources()] == [str(tree.resolve())]
         for q in QUESTIONS[:3]:
             assert _pointers(lite, q)[:3] == want[q][:3], q
         landed = lite.genome.get_gene(genes[0].gene_id)
@@ -109,6 +122,21 @@ def test_export_of_a_team_genome_imports_into_sqlite_with_the_same_answers(
         assert [s["session_id"] for s in lite.genome.sessions()] == ["mine"]
     finally:
         lite.close()
+
+    second = fresh_database(pg_server)
+    monkeypatch.setenv("HELIX_GENOME_URL", second)
+    assert main(["import", str(out), "--json"]) == 0
+    into_team = json.loads(capsys.readouterr().out)
+    assert into_team["genes"]["new"] == live and into_team["refused"]["total"] == 0, into_team
+    assert into_team["sources_added"] == ["@tree"]
+    team = HelixContextManager(chosen.replace(genome={"url": second}))
+    try:
+        assert all(p.startswith("@tree/") for p in team.genome.file_records()), "the team's names, kept"
+        assert [r.path for r in team.genome.list_sources()] == ["@tree"]
+        for q in QUESTIONS[:3]:
+            assert _pointers(team, q)[:3] == want[q][:3], q
+    finally:
+        team.close()
 
 
 def _counts(url: str) -> dict[str, int]:
