@@ -77,3 +77,14 @@ def _resolved(path: Path) -> Path:
         return path.expanduser().resolve()
     except (OSError, RuntimeError):
         return path
+
+
+def confined(root: Path, path: Path, *, follow_symlinks: bool) -> bool:
+    """The path is what it says: no symlink on the way (unless followed by choice), under the source."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+    if not follow_symlinks and real != path.absolute():
+        return False
+    return real == root or root in real.parents

@@ -39,7 +39,7 @@ from helix_context.genome import sources_sql
 from helix_context.genome.storage import GenomeStore
 from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
-from helix_context.sources.filters import PathFilter
+from helix_context.sources.filters import PathFilter, confined
 from helix_context.sources.projects import assign, ensure_projects
 from helix_context.sources.names import SourceNames
 from helix_context.sources.registry import find, resolve_folder
@@ -96,7 +96,7 @@ class SourcesService:
             if row.pending == "forget":
                 self._queue(row.path, Work(forget=True))
                 continue
-            if names.folder(row.path) is None:  # a shared root not mapped here: the list says how to map it
+            if names.folder(row.path) is None:  # not on this machine (names.py): the list says how to map it
                 continue
             self._known.add(row.path)
             self._queue(row.path, Work(full=True))
@@ -151,14 +151,7 @@ class SourcesService:
         if row is None:
             raise SourceNotFound(f"{raw} is not a source; GET /sources (or `helix sources list`) shows them")
         key = row.path
-        self._known.discard(key)
-        self._unwatch(key)
-        with self._cond:
-            self._work.pop(key, None)
-            self._lost.pop(key, None)
-            if self._progress.source == key:
-                self._cancel.add(key)
-            self._missing.discard(key)
+        self._drop(key)
         if forget:
             self.genome.set_source_pending(key, "forget")
             self.genome.set_source_state(key, "removing")
@@ -201,9 +194,10 @@ class SourcesService:
                                 self._progress.kind)
             queued = [k for k, w in self._work.items() if not w.forget]
             busy = self._busy
+        known = set(self._known)
         rows = self.genome.list_sources()
         names = self.names()
-        self._adopt_mapped(rows, names)
+        self._follow_shared_list(rows, names, known)
         sources = [self._describe(row, progress, names) for row in rows]
         summary = summary_line(IndexState(
             self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
@@ -223,16 +217,34 @@ class SourcesService:
             "sources": sources,
         }
 
-    def _adopt_mapped(self, rows: list[sources_sql.SourceRow], names: SourceNames) -> None:
-        """A team genome: a source another backend added, or whose root was mapped here since this backend
-        started, is taken up when the list is next read (the CLI's `helix sources map` reads it)."""
-        if not names.team or self._paused or self._stopping:
+    def _follow_shared_list(self, rows: list[sources_sql.SourceRow], names: SourceNames, known: set[str]) -> None:
+        """A team genome's sources table is written by every backend: when this one next reads it (`helix
+        sources map` reads it too), a source added elsewhere or newly mapped here is taken up, and one removed
+        elsewhere or unmapped here is dropped. `known`: taken up before `rows` were read (one added since stays)."""
+        if not names.team or self._stopping:
+            return
+        here = {row.path for row in rows if row.pending is None and names.folder(row.path) is not None}
+        for key in sorted(known - here):
+            self._drop(key)
+        if self._paused:
             return
         for row in rows:
-            if row.pending is None and row.path not in self._known and names.folder(row.path) is not None:
+            if row.path in here and row.path not in self._known:
                 self._known.add(row.path)
                 self._queue(row.path, Work(full=True))
                 self._watch(row.path)
+
+    def _drop(self, key: str) -> None:
+        """Stop watching and indexing a source here; its genes and its row are left as they are."""
+        log.info("%s is no longer a source here (removed by another backend, or its root unmapped)", key)
+        self._known.discard(key)
+        self._unwatch(key)
+        with self._cond:
+            self._work.pop(key, None)
+            self._lost.pop(key, None)
+            self._missing.discard(key)
+            if self._progress.source == key:
+                self._cancel.add(key)
 
     def _describe(self, row: sources_sql.SourceRow, progress: Progress | None = None,
                   names: SourceNames | None = None) -> dict[str, Any]:
@@ -525,7 +537,7 @@ class SourcesService:
         for raw in sorted(paths):
             path = Path(raw)
             stored = names.stored(raw)
-            if path.exists() and not self._inside(root, path):
+            if path.exists() and not confined(root, path, follow_symlinks=self.settings.ingest.follow_symlinks):
                 # a symlink (to ~/.ssh, to /etc …) is never followed unless [ingest] follow_symlinks says so,
                 # exactly as the walk does; a file it replaced retires
                 if self.genome.file_record(stored) is not None:
@@ -562,16 +574,6 @@ class SourcesService:
         if last is not None:
             self._record(key, last)
         self._schedule_recheck(key, set(files))
-
-    def _inside(self, root: Path, path: Path) -> bool:
-        """The path is what it says: no symlink on the way (unless followed by choice), under the source."""
-        try:
-            real = path.resolve(strict=True)
-        except (OSError, RuntimeError):
-            return False
-        if not self.settings.ingest.follow_symlinks and real != path.absolute():
-            return False
-        return real == root or root in real.parents
 
     def _record(self, key: str, report: IngestReport) -> None:
         self._failed.pop(key, None)

@@ -86,5 +86,10 @@ def test_one_shared_source_is_indexed_and_watched_by_each_machine_through_its_ow
         assert removed.status_code == 200 and removed.json()["path"] == "@repo", removed.text
         assert client.get("/sources").json()["sources"] == []
     with alice.client() as client:
+        assert "@repo" in alice.app.state.sources._watchers  # A still watches what B removed ...
+        assert client.get("/sources").json()["sources"] == []
+        assert "@repo" not in alice.app.state.sources._watchers  # ... until A next reads its list
+
         assert client.post("/sources", json={"path": str(a_repo / "src")}).json()["path"] == "@repo/src"
         assert client.request("DELETE", "/sources", json={"path": "@repo/src"}).status_code == 200
+
