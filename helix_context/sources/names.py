@@ -54,16 +54,34 @@ class SourceNames:
                 "repository), then add it again")
         return shared
 
-    def folder(self, key: str) -> Path | None:
-        """Where a stored source is on this machine; None when its root is not mapped here."""
+    def _here(self, key: str) -> Path | None:
+        """Where a stored name (a source or a file) is on this machine; None when its root is not mapped here."""
         if not is_shared(key):
             return Path(key)
         return None if self.roots is None else self.roots.local_folder(key)
+
+    def elsewhere(self, key: str) -> bool:
+        """A team genome's source stored as an absolute folder (added before shared roots existed) that is
+        not a folder on this machine: it is another developer's. Why not "missing": a missing source
+        retires its files, and on a shared genome that would delete the team's index of another machine's
+        checkout. The cost: on the machine it came from, deleting the folder no longer retires its files;
+        mapping its root (`helix sources map`) gives it a shared name, which has neither problem."""
+        return self.team and not is_shared(key) and not Path(key).is_dir()
+
+    def folder(self, key: str) -> Path | None:
+        """Where a stored source is on this machine; None when its root is not mapped here, or when it is
+        another machine's absolute folder (`elsewhere`): such a source is never indexed nor retired here."""
+        return None if self.elsewhere(key) else self._here(key)
 
     def why_not_here(self, key: str) -> str | None:
         """What to do about a stored source this machine cannot index, or None when it can."""
         if self.folder(key) is not None:
             return None
+        if self.elsewhere(key):
+            return (f"not on this machine: {key} was stored as an absolute folder before shared roots existed, "
+                    "and this machine has no such folder (another developer's); its genes stay and are answered. "
+                    f"On the machine that has it, `helix sources map NAME {key}` gives it a shared name; then map "
+                    "your checkout here: helix sources map NAME PATH-OF-YOUR-CHECKOUT")
         if self.roots is None:
             return f"{key} is a team genome's shared source; this genome is not a team genome"
         name = key[len(PREFIX):].partition("/")[0]
@@ -81,7 +99,7 @@ class SourceNames:
 
     def local(self, stored: str) -> str | None:
         """The file on this machine of a stored file name (None: its root is not mapped here)."""
-        found = self.folder(stored)
+        found = self._here(stored)
         return None if found is None else str(found)
 
     def candidates(self, raw: str, resolved: str) -> list[str]:

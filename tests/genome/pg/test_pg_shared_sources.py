@@ -10,6 +10,7 @@ every mapped root is refused with the same advice (sources/names.py says why).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -93,3 +94,38 @@ def test_one_shared_source_is_indexed_and_watched_by_each_machine_through_its_ow
         assert client.post("/sources", json={"path": str(a_repo / "src")}).json()["path"] == "@repo/src"
         assert client.request("DELETE", "/sources", json={"path": "@repo/src"}).status_code == 200
 
+
+def test_an_absolute_source_of_another_machine_is_never_retired_here(
+        settings: Settings, server_factory, pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source stored as an absolute folder before shared roots existed belongs to the machine that has
+    that folder: a backend where it does not exist lists it as not on this machine, with the advice to
+    map it, and never retires its files (they are the team's)."""
+    from helix_context.manager import HelixContextManager
+
+    theirs = make_tree(tmp_path / "ana" / "repo", n=2)
+    helix = HelixContextManager(_machine(settings, tmp_path / "home-a", pg_url, "alice", None))
+    try:
+        helix.ingest_path(theirs)
+        helix.genome.add_source(str(theirs.resolve()), None, 1.0)
+    finally:
+        helix.close()
+    live = "SELECT count(*) FROM genes WHERE retired_at IS NULL"
+    with psycopg.connect(pg_url) as conn:
+        before = conn.execute(live).fetchone()[0]  # type: ignore[index]
+    assert before > 0
+    shutil.rmtree(theirs)  # this machine has no such folder: it is Ana's
+
+    ben = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "ben", None))
+    with ben.client() as client:
+        assert ben.app.state.sources.wait_idle(30)
+        (row,) = client.get("/sources").json()["sources"]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(live).fetchone()[0] == before, "Ana's files were retired"  # type: ignore[index]
+    assert row["state"] == "unmapped" and row["folder"] is None, row
+    assert "not on this machine" in row["last_error"] and "helix sources map NAME" in row["last_error"], row
+
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home-b"))
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    assert cli.main(["sources", "list"]) == 0
+    assert "not on this machine" in capsys.readouterr().out
