@@ -38,6 +38,7 @@ from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict,
 from helix_context.retrieve.scope import Scope, parse_names
 from helix_context.weigh import Packet
 from helix_context.genome.backend import ConnectionHealth
+from helix_context.sources.names import SourceNames
 from helix_context.sources.roots import RootMap
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
@@ -263,19 +264,24 @@ class HelixContextManager:
         return report
 
     def refresh(self) -> IngestReport:
-        """Re-ingest every known source file: changed ones are replaced, vanished ones retired."""
-        paths = self.genome.source_paths()
+        """Re-ingest every known source file: changed ones are replaced, vanished ones retired (each read
+        where it is on this machine: reread.local_files)."""
+        names = SourceNames.of(self.settings)
+        paths = list(reread.local_files(self.genome.source_paths(), names))
         if not paths:
             return IngestReport()
         # read the way the walk reads: links never lead out of the sources (ingest/reread.py)
-        reports = [self.ingest_path(group, confine_to=roots)
-                   for group, roots in reread.refresh_groups(paths, reread.read_roots(self.genome, self.settings))]
+        roots = reread.read_roots(self.genome, self.settings, names)
+        reports = [self.ingest_path(group, confine_to=within) for group, within in reread.refresh_groups(paths, roots)]
         return reread.merged(reports)
 
     def compact(self) -> dict[str, Any]:
         """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones),
         and move genes unused for [genome] aging_after_days to tier "aging"."""
-        changed, missing = reread.changed_files(self.genome.file_records(), self.settings.ingest)
+        records = self.genome.file_records()
+        here = reread.local_files(records, SourceNames.of(self.settings))  # {file here: stored name}
+        changed, missing = ([here[p] for p in found] for found in reread.changed_files(
+            {local: records[stored] for local, stored in here.items()}, self.settings.ingest))
         marked = self.genome.mark_changed_sources([*changed, *missing])
         aged = self.genome.age_genes(time.time() - self.settings.genome.aging_after_days * 86_400)
         return {"changed_files": changed, "missing_files": missing, "genes_marked": marked, "genes_aged": aged}

@@ -10,6 +10,10 @@ decide here which folders a recorded file may be read from:
 - compact only compares hashes: it reads the recorded file itself, through no link, and a
   FIFO, a device or a file that hangs where a tracked file was counts as changed, never
   waited on.
+
+Both read a file where it is on **this** machine: a team genome stores `@ROOT/rel` names and
+older absolute ones (`local_files`). Reading a stored name as a path would find every shared
+file "missing" and retire (refresh) or mark (compact) the team's whole index.
 """
 
 from __future__ import annotations
@@ -26,11 +30,27 @@ from helix_context.genome.store import FileRecord
 from helix_context.genome.storage import GenomeStore
 from helix_context.ingest.pipeline import IngestReport
 from helix_context.safe_open import ReadRule, Refusal, read_file, within
+from helix_context.sources.names import SourceNames
+from helix_context.sources.roots import is_shared
 
 
-def read_roots(genome: GenomeStore, settings: Settings) -> list[Path]:
-    """The folders files may be read from: the sources and [server] allowed_ingest_roots, resolved."""
-    roots = [Path(row.path) for row in genome.list_sources()]
+def local_files(stored: Iterable[str], names: SourceNames) -> dict[str, str]:
+    """{file on this machine: stored name} for the recorded files this machine can judge. Left out on a team
+    genome: a file under a root not mapped here, and an absolute name whose folder is no folder here
+    (another machine's, stored before shared roots: names.py `elsewhere`), which would read as deleted."""
+    found: dict[str, str] = {}
+    for name in stored:
+        local = names.local(name)
+        if local is None or (names.team and not is_shared(name) and not Path(local).parent.is_dir()):
+            continue
+        found[local] = name
+    return found
+
+
+def read_roots(genome: GenomeStore, settings: Settings, names: SourceNames) -> list[Path]:
+    """The folders files may be read from: the sources (where they are here) and [server]
+    allowed_ingest_roots, resolved."""
+    roots = [folder for row in genome.list_sources() if (folder := names.folder(row.path)) is not None]
     for raw in settings.server.allowed_ingest_roots:
         try:
             roots.append(Path(raw).expanduser().resolve())

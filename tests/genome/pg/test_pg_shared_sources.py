@@ -100,13 +100,17 @@ def test_an_absolute_source_of_another_machine_is_never_retired_here(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A source stored as an absolute folder before shared roots existed belongs to the machine that has
     that folder: a backend where it does not exist lists it as not on this machine, with the advice to
-    map it, and never retires its files (they are the team's)."""
+    map it, and never retires its files (they are the team's). `/admin/refresh` and `/admin/compact`
+    read each file where it is here: shared files in this machine's checkout, the other machine's
+    absolute files not at all (before: both read stored names as paths and retired or marked them all)."""
     from helix_context.manager import HelixContextManager
 
-    theirs = make_tree(tmp_path / "ana" / "repo", n=2)
-    helix = HelixContextManager(_machine(settings, tmp_path / "home-a", pg_url, "alice", None))
+    theirs = make_tree(tmp_path / "ana" / "old", n=2)
+    a_repo, b_repo = make_tree(tmp_path / "ana" / "repo", n=1), make_tree(tmp_path / "ben" / "repo", n=1)
+    helix = HelixContextManager(_machine(settings, tmp_path / "home-a", pg_url, "alice", a_repo))
     try:
-        helix.ingest_path(theirs)
+        helix.ingest_path(theirs)  # outside Ana's mapped root: absolute names, as before roots existed
+        helix.ingest_path(a_repo)  # @repo/...
         helix.genome.add_source(str(theirs.resolve()), None, 1.0)
     finally:
         helix.close()
@@ -116,10 +120,12 @@ def test_an_absolute_source_of_another_machine_is_never_retired_here(
     assert before > 0
     shutil.rmtree(theirs)  # this machine has no such folder: it is Ana's
 
-    ben = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "ben", None))
+    ben = server_factory(_machine(settings, tmp_path / "home-b", pg_url, "ben", b_repo))
     with ben.client() as client:
         assert ben.app.state.sources.wait_idle(30)
         (row,) = client.get("/sources").json()["sources"]
+        assert client.post("/admin/refresh").json()["genes_retired"] == 0
+        assert client.post("/admin/compact").json()["genes_marked"] == 0
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(live).fetchone()[0] == before, "Ana's files were retired"  # type: ignore[index]
     assert row["state"] == "unmapped" and row["folder"] is None, row
