@@ -131,6 +131,7 @@ def test_export_of_a_team_genome_imports_into_sqlite_and_another_team_genome_wit
     assert into_team["sources_added"] == ["@tree"]
     team = HelixContextManager(chosen.replace(genome={"url": second}))
     try:
+        assert team.genome.integrity_check() == []
         assert all(p.startswith("@tree/") for p in team.genome.file_records()), "the team's names, kept"
         assert [r.path for r in team.genome.list_sources()] == ["@tree"]
         for q in QUESTIONS[:3]:
