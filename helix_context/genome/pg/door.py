@@ -6,7 +6,8 @@ deadlock between two batches is still possible and the store retries the batch.
 
 Why the postings writer buffers: each gene has a posting per distinct term, so row-by-row inserts
 would set the pace of an ingest; the buffer goes in with one COPY per batch. A gene unindexed while
-still buffered is dropped from the buffer; one already written has its rows deleted.
+still buffered is dropped from the buffer; one already written has its rows deleted by their key
+(term, gene), the terms read from its document row (schema.py: V_KEY_ONLY_POSTINGS says why).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from pgvector import HalfVector
 from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.stored_form import StoredForm, unpack_text
+
+
+# a gene's postings by their key: the terms its document row lists (no index on lex_postings.gene)
+_UNINDEX = ("WITH d AS (DELETE FROM lex_docs WHERE gene = %s RETURNING gene, terms) "
+            "DELETE FROM lex_postings p USING d, unnest(string_to_array(d.terms, ' ')) AS t(term) "
+            "WHERE p.term = t.term AND p.gene = d.gene")
 
 
 class PostingsWriter:
@@ -39,27 +46,26 @@ class PostingsWriter:
         self.docs[rowid] = (content, tags, path, form)
 
     def unindex(self, rowid: int) -> None:
-        if self.docs.pop(rowid, None) is None:
-            self.raw.execute("DELETE FROM lex_postings WHERE gene = %s", (rowid,))
-            self.raw.execute("DELETE FROM lex_docs WHERE gene = %s", (rowid,))
+        if self.docs.pop(rowid, None) is None:  # one statement: the document row goes, its terms name the postings
+            self.raw.execute(_UNINDEX, (rowid,))
 
     def flush(self) -> None:
         if not self.docs:
             return
-        lengths: list[str] = []
+        docs: list[str] = []
         with self.raw.cursor() as cur:
             with cur.copy("COPY lex_postings (term, tf_body, tf_tags, tf_path, doc_tokens, gene) FROM STDIN") as copy:
                 for gene, (content, tags, path, form) in self.docs.items():
                     ready = form.postings if form is not None else None
                     if ready is not None and ready.tags == tags and ready.path == path:
-                        rows, length = ready.rows, ready.length
+                        rows, length, terms = ready.rows, ready.length, ready.terms
                     else:
                         body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
-                        rows, length = lexical.gene_rows(body, tags, path)
+                        rows, length, terms = lexical.gene_rows(body, tags, path)
                     copy.write(rows.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
-                    lengths.append(f"{gene}\t{length}\n")
-            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
-                copy.write("".join(lengths))
+                    docs.append(f"{gene}\t{length}\t{terms}\n")
+            with cur.copy("COPY lex_docs (gene, tokens, terms) FROM STDIN") as copy:
+                copy.write("".join(docs))
         self.docs.clear()
 
 

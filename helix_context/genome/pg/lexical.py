@@ -102,17 +102,20 @@ def postings(body: str, tags: str, path: str) -> tuple[list[tuple[str, int, int,
     return [(term, b.get(term, 0), t.get(term, 0), p.get(term, 0)) for term in terms], nb + nt + np_
 
 
-def gene_rows(body: str, tags: str, path: str | None) -> tuple[str, int]:
+def gene_rows(body: str, tags: str, path: str | None) -> tuple[str, int, str]:
     """A gene's rows of lex_postings as COPY text without the gene id (not known until the gene is
-    inserted; PostingsWriter appends it), and its document length. `tags` "\\n"-joined, `path` as stored:
-    the columns' text is derived here as fts_text derives it for FTS5.
+    inserted; PostingsWriter appends it), its document length, and its distinct terms space-separated
+    (lex_docs.terms: how its postings are found again to delete them). `tags` "\\n"-joined, `path` as
+    stored: the columns' text is derived here as fts_text derives it for FTS5.
 
     Why text built here: ~60 rows a gene, and psycopg's write_row per row cost as much as tokenizing
-    them. A term is a run of word characters, so it never holds a tab, newline or backslash (the only
-    characters COPY's text format escapes). Columns: term, tf_body, tf_tags, tf_path, doc_tokens."""
+    them. A term is a run of word characters, so it never holds a tab, newline, backslash or space
+    (the only characters COPY's text format escapes, and the terms' separator). Columns: term,
+    tf_body, tf_tags, tf_path, doc_tokens."""
     rows, length = postings(body, fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
     end = f"\t{length}\n"
-    return "".join([f"{term}\t{nb}\t{nt}\t{np_}{end}" for term, nb, nt, np_ in rows]), length
+    return ("".join([f"{term}\t{nb}\t{nt}\t{np_}{end}" for term, nb, nt, np_ in rows]), length,
+            " ".join([row[0] for row in rows]))
 
 
 @dataclass(frozen=True)
