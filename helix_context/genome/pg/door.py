@@ -33,9 +33,8 @@ _UNINDEX = ("WITH d AS (DELETE FROM lex_docs WHERE gene = %s RETURNING gene, ter
 class PostingsWriter:
     """The BM25 postings of one PostgreSQL transaction (write_door.LexicalWriter).
 
-    `index` only notes the gene; `flush` streams its rows into one COPY, tokenizing each gene whose
-    parse worker did not already (stored_form.LexicalRows), so the server files one gene's postings
-    while Python prepares the next (two processes).
+    `index` only notes the gene; `flush` sends the rows in one COPY, tokenizing each gene whose
+    parse worker did not already (stored_form.LexicalRows).
     """
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
@@ -50,20 +49,27 @@ class PostingsWriter:
             self.raw.execute(_UNINDEX, (rowid,))
 
     def flush(self) -> None:
+        """One COPY of every buffered gene's postings, in term order: the key's B-tree then takes them
+        leaf by leaf instead of all over the tree (bench_team's 621k postings, in 46 batches: 3.4 -> 2.7
+        server CPU s; sorting them here costs 0.2 s)."""
         if not self.docs:
             return
+        rows: list[str] = []
         docs: list[str] = []
+        for gene, (content, tags, path, form) in self.docs.items():
+            ready = form.postings if form is not None else None
+            if ready is not None and ready.tags == tags and ready.path == path:
+                text, length, terms = ready.rows, ready.length, ready.terms
+            else:
+                body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
+                text, length, terms = lexical.gene_rows(body, tags, path)
+            rows.append(text.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
+            docs.append(f"{gene}\t{length}\t{terms}\n")
+        lines = "".join(rows).splitlines(keepends=True)
+        lines.sort()
         with self.raw.cursor() as cur:
             with cur.copy("COPY lex_postings (term, tf_body, tf_tags, tf_path, doc_tokens, gene) FROM STDIN") as copy:
-                for gene, (content, tags, path, form) in self.docs.items():
-                    ready = form.postings if form is not None else None
-                    if ready is not None and ready.tags == tags and ready.path == path:
-                        rows, length, terms = ready.rows, ready.length, ready.terms
-                    else:
-                        body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
-                        rows, length, terms = lexical.gene_rows(body, tags, path)
-                    copy.write(rows.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
-                    docs.append(f"{gene}\t{length}\t{terms}\n")
+                copy.write("".join(lines))
             with cur.copy("COPY lex_docs (gene, tokens, terms) FROM STDIN") as copy:
                 copy.write("".join(docs))
         self.docs.clear()
