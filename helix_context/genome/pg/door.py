@@ -6,8 +6,9 @@ deadlock between two batches is still possible and the store retries the batch.
 
 Why the postings writer buffers: each gene has a posting per distinct term, so row-by-row inserts
 would set the pace of an ingest; the buffer goes in with one COPY per batch. A gene unindexed while
-still buffered is dropped from the buffer; one already written has its rows deleted by their key
-(term, gene), the terms read from its document row (schema.py: V_KEY_ONLY_POSTINGS says why).
+still buffered is dropped from the buffer; one already written has its document row deleted, and a
+trigger deletes its postings by their key (term, gene), from the terms that row lists (schema.py:
+V_KEY_ONLY_POSTINGS says why).
 """
 
 from __future__ import annotations
@@ -22,12 +23,6 @@ from pgvector import HalfVector
 from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.stored_form import StoredForm, unpack_text
-
-
-# a gene's postings by their key: the terms its document row lists (no index on lex_postings.gene)
-_UNINDEX = ("WITH d AS (DELETE FROM lex_docs WHERE gene = %s RETURNING gene, terms) "
-            "DELETE FROM lex_postings p USING d, unnest(string_to_array(d.terms, ' ')) AS t(term) "
-            "WHERE p.term = t.term AND p.gene = d.gene")
 
 
 class PostingsWriter:
@@ -45,8 +40,8 @@ class PostingsWriter:
         self.docs[rowid] = (content, tags, path, form)
 
     def unindex(self, rowid: int) -> None:
-        if self.docs.pop(rowid, None) is None:  # one statement: the document row goes, its terms name the postings
-            self.raw.execute(_UNINDEX, (rowid,))
+        if self.docs.pop(rowid, None) is None:  # its postings go with it (schema.py's trigger lex_docs_gone)
+            self.raw.execute("DELETE FROM lex_docs WHERE gene = %s", (rowid,))
 
     def flush(self) -> None:
         """One COPY of every buffered gene's postings, in term order: the key's B-tree then takes them

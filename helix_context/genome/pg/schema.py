@@ -185,15 +185,26 @@ CREATE INDEX coactivation_b ON coactivation(party, b);
 # the foreign key, 2.0 s without either. The write door already keeps postings with their genes (it
 # unindexes a gene before it deletes or retires it, under the gene's row lock), so the key is
 # dropped; the gene index only served deletes, which now go through the primary key: each document
-# row keeps its gene's distinct terms (`terms`, space-separated) and a gene's postings are deleted as
-# (term, gene) pairs. Kept rather than re-tokenized from the gene's text, so deletes stay exact across
-# a tokenizer change. Existing rows are filled from the postings (through the gene index, before it goes).
+# row keeps its gene's distinct terms (`terms`, space-separated), and a trigger deletes a document
+# row's postings as (term, gene) pairs through the key whenever the row goes: unindexed by the write
+# door, or deleted with its gene (lex_docs keeps its cascading key, one row per gene), so the database
+# itself still keeps no posting of a gene that is gone, as the foreign key's cascade did, even when two
+# writers race. The terms are kept rather than re-tokenized from the gene's text, so deletes stay exact
+# across a tokenizer change. Existing rows are filled from the postings (through the gene index, before
+# it goes). A trigger fires on deletes only: a COPY of new postings pays nothing for it.
 V_KEY_ONLY_POSTINGS = """
 ALTER TABLE lex_docs ADD COLUMN terms text;
 UPDATE lex_docs d SET terms = COALESCE((SELECT string_agg(p.term, ' ') FROM lex_postings p WHERE p.gene = d.gene), '');
 ALTER TABLE lex_docs ALTER COLUMN terms SET NOT NULL;
 ALTER TABLE lex_postings DROP CONSTRAINT lex_postings_gene_fkey;
 DROP INDEX lex_postings_gene;
+CREATE FUNCTION helix_lex_docs_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lex_postings p USING unnest(string_to_array(OLD.terms, ' ')) AS t(term)
+        WHERE p.term = t.term AND p.gene = OLD.gene;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lex_docs_gone AFTER DELETE ON lex_docs FOR EACH ROW EXECUTE FUNCTION helix_lex_docs_gone();
 """
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS)

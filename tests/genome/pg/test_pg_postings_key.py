@@ -1,5 +1,6 @@
 """The postings kept by their key alone (schema V_KEY_ONLY_POSTINGS): a team genome of the version before
-is upgraded in place, and a re-indexed, a retired and a deleted gene leave no postings behind."""
+is upgraded in place, and a re-indexed, a retired and a deleted gene leave no postings behind, whichever
+statement deletes the gene (its document row's trigger deletes them)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
     helix.ingest_path(tree)
     helix.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:  # what schema version 3 left behind
+        conn.execute("DROP TRIGGER lex_docs_gone ON lex_docs")
+        conn.execute("DROP FUNCTION helix_lex_docs_gone()")
         conn.execute("ALTER TABLE lex_docs DROP COLUMN terms")
         conn.execute("ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_gene_fkey FOREIGN KEY (gene) "
                      "REFERENCES genes(id) ON DELETE CASCADE")
@@ -48,6 +51,9 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
             assert conn.execute("SELECT count(DISTINCT gene) FROM lex_postings").fetchone()[0] == live == 2
         found = {hit["symbol"] for hit in helix.fingerprint("settle_invoice_0 settle_invoice_1", max_results=5)}
         assert found == {"settle_invoice_2"}
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # a gene deleted by any path takes its postings along
+            conn.execute("DELETE FROM genes WHERE symbol = 'settle_invoice_2'")
+            assert conn.execute(_STRAY).fetchone()[0] == 0
         assert helix.fingerprint("reconcile_ledger", max_results=1)[0]["symbol"] == "reconcile_ledger"
     finally:
         helix.close()
