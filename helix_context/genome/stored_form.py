@@ -41,6 +41,7 @@ class LexicalRows:
     path: str | None  # the gene under others computes them again
     rows: str  # COPY text, one line per term: term, count in body, tags, path, document length
     length: int
+    terms: str  # its distinct terms, space-separated (lex_docs.terms)
 
 
 @dataclass(frozen=True)
@@ -58,5 +59,5 @@ def stored_form(content: str, *, postings_for: tuple[str, str | None] | None = N
     from helix_context.genome.pg.lexical import gene_rows  # tokenizer only (no database client)
 
     tags, path = postings_for
-    rows, length = gene_rows(body, tags, path)
-    return StoredForm(pack_text(content), body, LexicalRows(tags, path, rows, length))
+    rows, length, terms = gene_rows(body, tags, path)
+    return StoredForm(pack_text(content), body, LexicalRows(tags, path, rows, length, terms))

@@ -6,7 +6,9 @@ deadlock between two batches is still possible and the store retries the batch.
 
 Why the postings writer buffers: each gene has a posting per distinct term, so row-by-row inserts
 would set the pace of an ingest; the buffer goes in with one COPY per batch. A gene unindexed while
-still buffered is dropped from the buffer; one already written has its rows deleted.
+still buffered is dropped from the buffer; one already written has its document row deleted, and a
+trigger deletes its postings by their key (term, gene), from the terms that row lists (schema.py:
+V_KEY_ONLY_POSTINGS says why).
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ from helix_context.genome.stored_form import StoredForm, unpack_text
 class PostingsWriter:
     """The BM25 postings of one PostgreSQL transaction (write_door.LexicalWriter).
 
-    `index` only notes the gene; `flush` streams its rows into one COPY, tokenizing each gene whose
-    parse worker did not already (stored_form.LexicalRows), so the server files one gene's postings
-    while Python prepares the next (two processes).
+    `index` only notes the gene; `flush` sends the rows in one COPY, tokenizing each gene whose
+    parse worker did not already (stored_form.LexicalRows).
     """
 
     def __init__(self, raw: psycopg.Connection[tuple[Any, ...]]) -> None:
@@ -39,27 +40,33 @@ class PostingsWriter:
         self.docs[rowid] = (content, tags, path, form)
 
     def unindex(self, rowid: int) -> None:
-        if self.docs.pop(rowid, None) is None:
-            self.raw.execute("DELETE FROM lex_postings WHERE gene = %s", (rowid,))
+        if self.docs.pop(rowid, None) is None:  # its postings go with it (schema.py's trigger lex_docs_gone)
             self.raw.execute("DELETE FROM lex_docs WHERE gene = %s", (rowid,))
 
     def flush(self) -> None:
+        """One COPY of every buffered gene's postings, in term order: the key's B-tree then takes them
+        leaf by leaf instead of all over the tree (bench_team's 621k postings, in 46 batches: 3.4 -> 2.7
+        server CPU s; sorting them here costs 0.2 s)."""
         if not self.docs:
             return
-        lengths: list[str] = []
+        rows: list[str] = []
+        docs: list[str] = []
+        for gene, (content, tags, path, form) in self.docs.items():
+            ready = form.postings if form is not None else None
+            if ready is not None and ready.tags == tags and ready.path == path:
+                text, length, terms = ready.rows, ready.length, ready.terms
+            else:
+                body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
+                text, length, terms = lexical.gene_rows(body, tags, path)
+            rows.append(text.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
+            docs.append(f"{gene}\t{length}\t{terms}\n")
+        lines = "".join(rows).splitlines(keepends=True)
+        lines.sort()
         with self.raw.cursor() as cur:
             with cur.copy("COPY lex_postings (term, tf_body, tf_tags, tf_path, doc_tokens, gene) FROM STDIN") as copy:
-                for gene, (content, tags, path, form) in self.docs.items():
-                    ready = form.postings if form is not None else None
-                    if ready is not None and ready.tags == tags and ready.path == path:
-                        rows, length = ready.rows, ready.length
-                    else:
-                        body = form.fts_body if form is not None else fts_text.body_text(unpack_text(content))
-                        rows, length = lexical.gene_rows(body, tags, path)
-                    copy.write(rows.replace("\n", f"\t{gene}\n"))  # each line ends with its gene
-                    lengths.append(f"{gene}\t{length}\n")
-            with cur.copy("COPY lex_docs (gene, tokens) FROM STDIN") as copy:
-                copy.write("".join(lengths))
+                copy.write("".join(lines))
+            with cur.copy("COPY lex_docs (gene, tokens, terms) FROM STDIN") as copy:
+                copy.write("".join(docs))
         self.docs.clear()
 
 

@@ -84,35 +84,33 @@ def tokens(text: str) -> list[str]:
 
 
 def term_counts(text: str) -> tuple[Counter[str], int]:
-    """Each term of `text` with its count (first-seen order), and the number of tokens."""
+    """Each term of `text` with its count (first-seen order), and the number of tokens.
+    Each word is looked up in _STEMS and counted at C speed (map, Counter): no Python loop per word."""
     if not text:
         return Counter(), 0
     words = _words(text)
-    counts: Counter[str] = Counter()
-    stems = _STEMS
-    for word, n in Counter(words).items():  # each distinct word stemmed once
-        counts[stems[word]] += n
-    return counts, len(words)
+    return Counter(map(_STEMS.__getitem__, words)), len(words)
 
 
-def postings(body: str, tags: str, path: str) -> tuple[list[tuple[str, int, int, int]], int]:
-    """A gene's postings (term, count in body, tags, path) and its document length (tokens over all three)."""
-    (b, nb), (t, nt), (p, np_) = term_counts(body), term_counts(tags), term_counts(path)
-    terms = dict.fromkeys([*b, *t, *p])
-    return [(term, b.get(term, 0), t.get(term, 0), p.get(term, 0)) for term in terms], nb + nt + np_
-
-
-def gene_rows(body: str, tags: str, path: str | None) -> tuple[str, int]:
+def gene_rows(body: str, tags: str, path: str | None) -> tuple[str, int, str]:
     """A gene's rows of lex_postings as COPY text without the gene id (not known until the gene is
-    inserted; PostingsWriter appends it), and its document length. `tags` "\\n"-joined, `path` as stored:
-    the columns' text is derived here as fts_text derives it for FTS5.
+    inserted; PostingsWriter appends it), its document length, and its distinct terms space-separated
+    (lex_docs.terms: how its postings are found again to delete them). `tags` "\\n"-joined, `path` as
+    stored: the columns' text is derived here as fts_text derives it for FTS5.
 
     Why text built here: ~60 rows a gene, and psycopg's write_row per row cost as much as tokenizing
-    them. A term is a run of word characters, so it never holds a tab, newline or backslash (the only
-    characters COPY's text format escapes). Columns: term, tf_body, tf_tags, tf_path, doc_tokens."""
-    rows, length = postings(body, fts_text.tags_text(tags.split("\n") if tags else []), fts_text.path_text(path))
+    them. A term is a run of word characters, so it never holds a tab, newline, backslash or space
+    (the only characters COPY's text format escapes, and the terms' separator). Columns: term,
+    tf_body, tf_tags, tf_path, doc_tokens."""
+    (b, nb), (t, nt), (p, np_) = (term_counts(body), term_counts(fts_text.tags_text(tags.split("\n") if tags else [])),
+                                  term_counts(fts_text.path_text(path)))
+    length = nb + nt + np_
     end = f"\t{length}\n"
-    return "".join([f"{term}\t{nb}\t{nt}\t{np_}{end}" for term, nb, nt, np_ in rows]), length
+    # most terms are the body's alone: their rows need no look-up in the tags' and path's few terms
+    side = dict.fromkeys([*t, *p])
+    rows = [f"{term}\t{n}\t0\t0{end}" for term, n in b.items() if term not in side]
+    rows += [f"{term}\t{b.get(term, 0)}\t{t.get(term, 0)}\t{p.get(term, 0)}{end}" for term in side]
+    return "".join(rows), length, " ".join([*(b.keys() - side.keys()), *side])
 
 
 @dataclass(frozen=True)

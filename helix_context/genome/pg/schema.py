@@ -178,5 +178,34 @@ ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_pkey PRIMARY KEY (term, gen
 CREATE INDEX coactivation_b ON coactivation(party, b);
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS)
+# Ingest (issue 27: ingest >= 0.5x SQLite's MB/s). COPY into lex_postings was most of the server's
+# ingest work, and most of that was not the rows' own key: the foreign key ran a lookup of the gene
+# per posting (~60 per gene) and the second index (gene) took every row again. Measured on the
+# bench_team corpus (621k postings COPYed in 46 batches, server CPU): 8.1 s with both, 3.6 s without
+# the foreign key, 2.0 s without either. The write door already keeps postings with their genes (it
+# unindexes a gene before it deletes or retires it, under the gene's row lock), so the key is
+# dropped; the gene index only served deletes, which now go through the primary key: each document
+# row keeps its gene's distinct terms (`terms`, space-separated), and a trigger deletes a document
+# row's postings as (term, gene) pairs through the key whenever the row goes: unindexed by the write
+# door, or deleted with its gene (lex_docs keeps its cascading key, one row per gene), so the database
+# itself still keeps no posting of a gene that is gone, as the foreign key's cascade did, even when two
+# writers race. The terms are kept rather than re-tokenized from the gene's text, so deletes stay exact
+# across a tokenizer change. Existing rows are filled from the postings (through the gene index, before
+# it goes). A trigger fires on deletes only: a COPY of new postings pays nothing for it.
+V_KEY_ONLY_POSTINGS = """
+ALTER TABLE lex_docs ADD COLUMN terms text;
+UPDATE lex_docs d SET terms = COALESCE((SELECT string_agg(p.term, ' ') FROM lex_postings p WHERE p.gene = d.gene), '');
+ALTER TABLE lex_docs ALTER COLUMN terms SET NOT NULL;
+ALTER TABLE lex_postings DROP CONSTRAINT lex_postings_gene_fkey;
+DROP INDEX lex_postings_gene;
+CREATE FUNCTION helix_lex_docs_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM lex_postings p USING unnest(string_to_array(OLD.terms, ' ')) AS t(term)
+        WHERE p.term = t.term AND p.gene = OLD.gene;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lex_docs_gone AFTER DELETE ON lex_docs FOR EACH ROW EXECUTE FUNCTION helix_lex_docs_gone();
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS)
 SCHEMA_VERSION = len(MIGRATIONS)

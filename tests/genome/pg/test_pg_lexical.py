@@ -107,7 +107,7 @@ def test_postings_tokenized_by_parse_workers_are_the_ones_the_writer_would_make(
         genes = team.genome.genes_by_rowid(stored)
         assert len(genes) == len(stored) > 16
         for rowid, gene in genes.items():
-            rows, length = lexical.gene_rows(fts_text.body_text(gene.content), "\n".join(gene.tags), gene.source_path)
+            rows, length, _ = lexical.gene_rows(fts_text.body_text(gene.content), "\n".join(gene.tags), gene.source_path)
             want = {(t, int(b), int(g), int(p), length) for t, b, g, p, _ in (line.split("\t") for line in rows.splitlines())}
             assert stored[rowid] == want, gene.source_path
     finally:
