@@ -35,8 +35,10 @@ does doesn don isn wasn whats where's what's how's it's file files code
 _PHRASE_RE = re.compile(r'"([^"]{2,200})"')
 # starts only where a name starts, segments at most 255 characters: a 64 KB run of letters
 # otherwise costs quadratic backtracking (seconds per query)
-_PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
-                      r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b)")
+_FILE_EXTENSIONS = ("py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|"
+                    "sql|html|css|env|bat|ps1|kt|swift|lock")
+_PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:" + _FILE_EXTENSIONS + r")\b)")
+_FILE_EXTENSION_SET = frozenset(_FILE_EXTENSIONS.split("|"))
 _PATH_SEP_RE = re.compile(r"[\\/]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -202,9 +204,18 @@ def _names(text: str, counts: Counter[str]) -> tuple[list[str], list[str]]:
                 counts[key] = get(key, 0) + n
             if compound:
                 parts.extend(split_identifier(piece))
-        if len(pieces) > 1 and not _PATH_RE.fullmatch(word):
+        if len(pieces) > 1 and not _is_file_name(pieces):
             identifiers.append(word)
     return identifiers, parts
+
+
+def _is_file_name(pieces: list[str]) -> bool:
+    """Whether a dotted name (split at its dots) is what _PATH_RE matches whole: `name.ext`, a known extension.
+
+    The same answer as `_PATH_RE.fullmatch` for a name _IDENT_RE found (no slashes, so only the
+    pattern's `name.ext` branch can match), without running the pattern: an issue's tracebacks write
+    a hundred file names."""
+    return len(pieces) == 2 and 0 < len(pieces[0]) <= 255 and pieces[1] in _FILE_EXTENSION_SET
 
 
 def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
