@@ -151,10 +151,10 @@ class Searches(_PerGeneration):
     word's whole posting list and ranks thousands of genes by BM25 for each question: a third of
     a pasted issue's full-text cost. A search is answered from the index as long as nothing was
     ingested or retired since (the generation), so a remembered answer is the answer. Retention:
-    at most `limit` searches (each ≤ its limit of hits), emptied when full.
+    at most `limit` searches (each ≤ its limit of hits: 128 × 200 hits is about 2 MB), emptied when full.
     """
 
-    def __init__(self, generation: Callable[[], int], limit: int = 256) -> None:
+    def __init__(self, generation: Callable[[], int], limit: int = 128) -> None:
         super().__init__(generation, limit)
 
     def search(self, genome: Any, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
