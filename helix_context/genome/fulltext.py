@@ -170,10 +170,16 @@ class FullTextMixin:
                 tx.execute("INSERT INTO genes_fts(genes_fts, rank) VALUES ('usermerge', 2)")
         steps = 0
         while steps < _MAX_MERGE_STEPS:
-            with self.transaction(changes_genes=False) as tx:
-                before = self.conn.total_changes
-                tx.execute("INSERT INTO genes_fts(genes_fts, rank) VALUES ('merge', ?)", (_MERGE_PAGES,))
-                wrote = self.conn.total_changes - before > 1  # the command's own row counts one
+            try:
+                with self.transaction(changes_genes=False) as tx:
+                    before = self.conn.total_changes
+                    tx.execute("INSERT INTO genes_fts(genes_fts, rank) VALUES ('merge', ?)", (_MERGE_PAGES,))
+                    wrote = self.conn.total_changes - before > 1  # the command's own row counts one
+            except sqlite3.OperationalError:
+                raise  # (the transaction turned busy / full into a GenomeError already)
+            except sqlite3.DatabaseError as exc:  # a damaged index: marked, rebuilt at the next open
+                self._full_text_damaged(exc)
+                break
             steps += 1
             if not wrote:
                 break
