@@ -22,7 +22,9 @@ real app with uvicorn in a subprocess, starts the upstream stub
 `--answers` writes every answer (context without its timings, and the pointers) so two
 versions of the code can be checked to answer the same, byte for byte; `--profile`
 writes a cProfile of the issues; `--genome-cache` builds the genome once and reuses it
-(each run works on a fresh copy, since a delivery records co-activation).
+(each run works on a fresh copy, since a delivery records co-activation). Answers name
+files by their absolute path: compare two versions on one cache, or on genomes each
+version ingested from the same corpus files (when the versions ingest differently).
 
 Targets: /context p95 <= 40 ms (1 client); proxy overhead p50 <= 5 ms with retrieval off.
 Everything runs on this machine (loopback only); every loop is bounded.
