@@ -2,6 +2,7 @@
 
     python benchmarks/bench_server.py [--genes 10000] [--requests 400] [--concurrency 20]
                                       [--kind openai|ollama] [--json OUT]
+    python benchmarks/bench_server.py --in-process [--genome-cache DIR] [--answers OUT.json] [--profile OUT.prof]
 
 Builds a genome of ~10k genes (the deterministic haystack of bench_needle.py:
 Python modules, configs, Markdown, logs; ingested without embeddings), serves the
@@ -14,6 +15,16 @@ real app with uvicorn in a subprocess, starts the upstream stub
 - POST /v1/chat/completions straight to the stub (the baseline, same run), then
   through the proxy with retrieval off (X-Helix-Inject: off) and on: p50 / p95,
   and the proxy's added latency = proxied − direct, at N concurrent clients.
+
+`--in-process` skips HTTP: the same questions and pasted issues go straight to
+`build_context` (and `fingerprint`) in this process, each timed in CPU time
+(`time.process_time`), which a loaded machine disturbs far less than latency.
+`--answers` writes every answer (context without its timings, and the pointers) so two
+versions of the code can be checked to answer the same, byte for byte; `--profile`
+writes a cProfile of the issues; `--genome-cache` builds the genome once and reuses it
+(each run works on a fresh copy, since a delivery records co-activation). Answers name
+files by their absolute path: compare two versions on one cache, or on genomes each
+version ingested from the same corpus files (when the versions ingest differently).
 
 Targets: /context p95 <= 40 ms (1 client); proxy overhead p50 <= 5 ms with retrieval off.
 Everything runs on this machine (loopback only); every loop is bounded.
@@ -240,6 +251,80 @@ def pasted_issues(n: int, kb: int, seed: int = 13) -> list[str]:
     return out
 
 
+# ── in process (CPU time, answers, profile) ──
+
+
+def cached_genome(cache: Path | None, home: Path, genes: int) -> dict:
+    """A genome in `home`: built there, or copied from `cache` (built into it first when missing)."""
+    if cache is None:
+        return build_genome(home, genes)
+    marker = cache / "genome.json"
+    if not marker.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(build_genome(cache, genes)))
+    for path in cache.glob("genome.db*"):
+        shutil.copy2(path, home / path.name)
+    return json.loads(marker.read_text())
+
+
+def timed_calls(fn, items: list[str]) -> tuple[list[float], list]:
+    """CPU seconds of `fn(item)` for each item, and what it returned."""
+    cpu, out = [], []
+    for item in items:
+        t = time.process_time()
+        out.append(fn(item))
+        cpu.append(time.process_time() - t)
+    return cpu, out
+
+
+def answer_record(window) -> dict:
+    """What /context answers, minus what depends on the clock: its stage timings, and the genes'
+    freshness (their age at the time of asking). Everything else must be equal run to run."""
+    data = window.to_dict()
+    data.pop("stage_seconds", None)
+    data["context_health"].pop("freshness", None)
+    return data
+
+
+def in_process(args: argparse.Namespace, home: Path) -> dict:
+    """The bench's questions and pasted issues through build_context in this process, timed in CPU time."""
+    os.environ.update({"HELIX_HOME": str(home), "HELIX_CONFIG": str(REPO / "helix.toml"),
+                       "HELIX_EMBEDDING_ENABLED": "0"})
+    genome = cached_genome(args.genome_cache, home, args.genes)
+    from helix_context.config import load_config
+    from helix_context.manager import HelixContextManager
+
+    helix = HelixContextManager(load_config())
+    qs, issues = queries(args.requests), pasted_issues(max(20, args.requests // 4), args.issue_kb)
+    results: dict = {"genome": genome}
+    try:
+        timed_calls(helix.build_context, qs[:20] + issues[:3])  # warm-up: parts load, caches fill
+        cpu_q, ans_q = timed_calls(helix.build_context, qs)
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile(time.process_time)  # CPU time: waiting for a core is not cost
+            profiler.enable()
+        cpu_i, ans_i = timed_calls(helix.build_context, issues)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(args.profile))
+        for name, cpu in (("question", cpu_q), ("issue", cpu_i)):
+            ms = [c * 1000 for c in cpu]
+            results[f"{name}_cpu_ms"] = {"n": len(ms), "mean": round(statistics.fmean(ms), 2),
+                                         "p50": round(pct(ms, 0.5), 2), "p95": round(pct(ms, 0.95), 2)}
+            print(f"  build_context CPU per {name}: {results[f'{name}_cpu_ms']}", flush=True)
+        if args.answers:
+            pointers = [helix.fingerprint(q, 10) for q in qs + issues]
+            args.answers.write_text(json.dumps({"context": [answer_record(w) for w in ans_q + ans_i],
+                                                "pointers": pointers}, indent=1, sort_keys=True))
+            print(f"  answers written to {args.answers}", flush=True)
+    finally:
+        helix.close()
+    return results
+
+
 def chat_body(question: str) -> dict:
     return {"model": CHAT_MODEL, "messages": [{"role": "system", "content": "You answer briefly."},
                                               {"role": "user", "content": question}], "max_tokens": 64}
@@ -343,9 +428,22 @@ def main() -> int:
     parser.add_argument("--issue-kb", type=int, default=20, help="size of the pasted-issue queries")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary HELIX_HOME")
+    parser.add_argument("--in-process", action="store_true",
+                        help="no server: build_context's CPU time per question and per pasted issue")
+    parser.add_argument("--genome-cache", type=Path, help="--in-process: build the genome here once, reuse it after")
+    parser.add_argument("--answers", type=Path, help="--in-process: write every answer here (to compare versions)")
+    parser.add_argument("--profile", type=Path, help="--in-process: write a cProfile of the pasted issues here")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="helix-bench-server-"))
+    if args.in_process:
+        try:
+            results = in_process(args, home)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return 0
     try:
         results = run(args, home)
     finally:

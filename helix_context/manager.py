@@ -310,6 +310,11 @@ class HelixContextManager:
         return {"genes_with_new_facts": len(updates), "genes_embedded": embedded}
 
     def _after_ingest(self, report: IngestReport) -> None:
+        if report.genes_added or report.genes_retired:
+            try:  # fewer full-text segments: each question's word lookups cost less (genome/fulltext.py)
+                self.genome.merge_full_text()
+            except GenomeError as exc:  # busy or full: the next ingest merges; searches are right either way
+                log.warning("could not merge the full-text index: %s", exc)
         if self.telemetry is not None:
             self.telemetry.record_ingest(report.bytes, report.files_ingested, report.genes_added, report.seconds)
         self._log_activity("ingest", report.summary(), {

@@ -26,7 +26,7 @@ from helix_context.llm.profiles import ModelProfile, profile
 from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.query_text import echo
 from helix_context.retrieve.budget import ZoneCap
-from helix_context.retrieve.retriever import coverage
+from helix_context.retrieve.retriever import coverages
 from helix_context.tokens import count_tokens, truncate_to_tokens
 from helix_context.weigh import freshness
 from helix_context.weigh.live_serve import LiveServe
@@ -130,9 +130,15 @@ def _attr(value: str) -> str:
     return escape(value, quote=True)
 
 
-def _facts_for(item: ScoredGene, qs: QuerySignals) -> list[tuple[str, str]]:
-    """The gene's facts, those the query mentions first."""
-    wanted = {t.lower() for t in (*qs.terms, *qs.identifier_parts, *qs.identifiers)}
+def _wanted(qs: QuerySignals) -> set[str]:
+    """The query's words and names, lowercased: what a fact must mention to come first.
+
+    Made once per answer, not once per gene: a pasted issue has some 150 of them."""
+    return {t.lower() for t in (*qs.terms, *qs.identifier_parts, *qs.identifiers)}
+
+
+def _facts_for(item: ScoredGene, wanted: set[str]) -> list[tuple[str, str]]:
+    """The gene's facts, those the query mentions (`wanted`, from _wanted) first."""
     facts = list(item.gene.facts)
     facts.sort(key=lambda kv: 0 if any(w in kv[0].lower() for w in wanted) else 1)
     return facts[:MAX_FACTS_PER_GENE]
@@ -149,8 +155,9 @@ def _gene_block(item: ScoredGene, body: str, facts: list[tuple[str, str]]) -> st
 def _answer_slate(items: Sequence[ScoredGene], qs: QuerySignals, max_tokens: int) -> str:
     lines: list[str] = []
     seen: set[str] = set()
+    wanted = _wanted(qs)
     for item in items:
-        for key, value in _facts_for(item, qs):
+        for key, value in _facts_for(item, wanted):
             line = f"{key}={value}  ({item.gene.source_path or item.gene.gene_id}:{item.gene.start_line})"
             if key in seen:
                 continue
@@ -177,7 +184,7 @@ def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts:
     wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
     text = " ".join(i.gene.content.lower() + " " + (i.gene.source_path or "").lower() for i in delivered)
     cov = sum(1 for w in wanted if w in text) / len(wanted) if wanted else 0.0
-    per_gene = [coverage(qs, i.gene) for i in delivered]
+    per_gene = coverages(qs, [i.gene for i in delivered])
     total_tokens = sum(token_counts) or 1
     density = sum(t for t, c in zip(token_counts, per_gene, strict=False) if c > 0) / total_tokens
     fresh = sum(freshness(i.gene, now, weigh_settings) for i in delivered) / len(delivered)
@@ -235,11 +242,12 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
 
     blocks: list[tuple[ScoredGene, str, int]] = []
     delivered: list[DeliveredGene] = []
+    wanted = _wanted(qs)
     for item in items:
         remaining = budget - used
         if remaining < MIN_GENE_TOKENS:
             break
-        facts = _facts_for(item, qs)
+        facts = _facts_for(item, wanted)
         overhead = count_tokens(_gene_block(item, "", facts)) + 1
         room = remaining - overhead
         if room < MIN_GENE_TOKENS // 2:

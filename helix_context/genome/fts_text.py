@@ -17,6 +17,7 @@ import functools
 import re
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Iterable
 from itertools import chain
 
 # words and dotted names (`os.path.join`, `$scope`): the one scan of a chunk's words
@@ -157,9 +158,27 @@ def word_tokens(word: str) -> list[str]:
 
     Why: a pasted issue's hundreds of distinct words are each split on every question (terms.py);
     a word of ASCII letters, digits and '_' is one token, its lowercase."""
-    if word.isascii() and word.replace("_", "a").isalnum():
+    if _one_token(word):
         return [word.lower()]
     return fts_tokens(word)
+
+
+def add_token_counts(counts: dict[str, int], words: Iterable[tuple[str, int]]) -> None:
+    """Adds each (word, n) to `counts` as its word_tokens, n each: a pasted issue's ~800 counted words,
+    the plain ones (most of them) without a list each."""
+    get = counts.get
+    for word, n in words:
+        if _one_token(word):
+            tok = word.lower()
+            counts[tok] = get(tok, 0) + n
+        else:
+            for tok in fts_tokens(word):
+                counts[tok] = get(tok, 0) + n
+
+
+def _one_token(word: str) -> bool:
+    """ASCII letters, digits and '_' only: one token (its lowercase) for FTS5's unicode61 with '_' kept."""
+    return word.isascii() and word.replace("_", "a").isalnum()
 
 
 def quote_term(term: str) -> str:

@@ -61,22 +61,22 @@ class Counts(Protocol):
 
 class _PerGeneration:
     """Word counts remembered until the genome's generation changes (an ingest, a retire), so no
-    answer ever uses a stale count. Retention: at most `limit` words, emptied when full."""
+    answer ever uses a stale count. Retention: at most `limit` entries, emptied when full."""
 
     def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
         self._generation = generation
         self._limit = limit
         self._lock = threading.Lock()
         self._seen_at = -1
-        self._counts: dict[str, Any] = {}  # word → what the subclass remembers for it
+        self._counts: dict[Any, Any] = {}  # a word (or a search) → what the subclass remembers for it
 
-    def _counts_for(self, generation: int) -> dict[str, Any]:
+    def _counts_for(self, generation: int) -> dict[Any, Any]:
         """Under the lock: the memory for `generation`, emptied first if that changed or it is full."""
         if generation != self._seen_at or len(self._counts) > self._limit:
             self._counts, self._seen_at = {}, generation
         return self._counts
 
-    def _remember(self, generation: int, found: dict[str, Any]) -> None:
+    def _remember(self, generation: int, found: dict[Any, Any]) -> None:
         with self._lock:
             if self._seen_at == generation:  # an ingest in between: these counts belong to the old genome
                 self._counts.update(found)
@@ -141,3 +141,29 @@ class CappedCounts(_PerGeneration):
         self._remember(generation, {w: (n, cap) for w, n in found.items()})
         out.update({w: n for w, n in found.items() if n})
         return out
+
+
+class Searches(_PerGeneration):
+    """Full-text searches (`fts_search`) remembered per generation: the same hits, searched once.
+
+    Why: questions about one tree keep writing the same few path words (its top folder is in
+    every traceback frame), and the path signal searches the rarest of them, which walks that
+    word's whole posting list and ranks thousands of genes by BM25 for each question: a third of
+    a pasted issue's full-text cost. A search is answered from the index as long as nothing was
+    ingested or retired since (the generation), so a remembered answer is the answer. Retention:
+    at most `limit` searches (each ≤ its limit of hits: 128 × 200 hits is about 2 MB), emptied when full.
+    """
+
+    def __init__(self, generation: Callable[[], int], limit: int = 128) -> None:
+        super().__init__(generation, limit)
+
+    def search(self, genome: Any, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
+        """As genome.fts_search(match, limit, column)."""
+        generation = self._generation()
+        key = (match, limit, column)
+        with self._lock:
+            hits = self._counts_for(generation).get(key)
+        if hits is None:
+            hits = tuple(genome.fts_search(match, limit, column))
+            self._remember(generation, {key: hits})
+        return list(hits)

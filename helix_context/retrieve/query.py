@@ -35,8 +35,10 @@ does doesn don isn wasn whats where's what's how's it's file files code
 _PHRASE_RE = re.compile(r'"([^"]{2,200})"')
 # starts only where a name starts, segments at most 255 characters: a 64 KB run of letters
 # otherwise costs quadratic backtracking (seconds per query)
-_PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|"
-                      r"md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|sql|html|css|env|bat|ps1|kt|swift|lock)\b)")
+_FILE_EXTENSIONS = ("py|js|ts|tsx|jsx|go|rs|java|c|h|cpp|hpp|cs|rb|php|sh|md|rst|txt|toml|ini|cfg|yaml|yml|json|jsonl|log|"
+                    "sql|html|css|env|bat|ps1|kt|swift|lock")
+_PATH_RE = re.compile(r"(?<![\w\-])(?:(?:[\w.\-]{1,255}[\\/])+[\w.\-]{1,255}|[\w\-]{1,255}\.(?:" + _FILE_EXTENSIONS + r")\b)")
+_FILE_EXTENSION_SET = frozenset(_FILE_EXTENSIONS.split("|"))
 _PATH_SEP_RE = re.compile(r"[\\/]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -57,7 +59,7 @@ and or lambda yield print assert pass break continue global nonlocal del self cl
 
 
 def _unique(items: list[str], limit: int = MAX_TERMS) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(i for i in items if i))[:limit]
+    return tuple(dict.fromkeys(filter(None, items)))[:limit]  # (filter: a pasted issue has ~800 words)
 
 
 def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -94,8 +96,17 @@ def _code_blocks(text: str) -> tuple[tuple[str, ...], str]:
     """(the text's code blocks and prompt/indented lines, the text with each replaced by a space).
 
     Why remembered: extraction (meaning, names used as code) and the query's kind (program_share)
-    each split the same text this way, a regex pass over up to 64 KB; the last few texts are kept."""
-    return tuple(_CODE_BLOCK_RE.findall(text)), _CODE_BLOCK_RE.sub(" ", text)  # (the pattern has no groups)
+    each split the same text this way, a regex pass over up to 64 KB; the last few texts are kept.
+    One pass gives both (what `findall` and `sub` would give: the pattern never matches empty)."""
+    blocks: list[str] = []
+    rest: list[str] = []
+    at = 0
+    for match in _CODE_BLOCK_RE.finditer(text):
+        blocks.append(match.group(0))
+        rest.append(text[at:match.start()])
+        at = match.end()
+    rest.append(text[at:])
+    return tuple(blocks), " ".join(rest)
 
 
 def meaning(text: str) -> tuple[str, ...]:
@@ -161,20 +172,26 @@ def _path_tokens(text: str) -> list[str]:
     return list(tokens)
 
 
-def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
-    text = _CONTROL_RE.sub(" ", query or "")[:MAX_QUERY_CHARS]
-    phrases = [p.strip() for p in _PHRASE_RE.findall(text)]
-    path_tokens = _path_tokens(text)
-    # a pasted issue repeats its words and names many times: each distinct spelling is looked at once
+def _word_counts(text: str) -> Counter[str]:
+    """Each word (lowercased, stop words and single letters left out) with its count, in first-seen order.
+
+    A pasted issue repeats its words many times: each distinct spelling is looked at once, and the
+    counts are summed with `dict.get` (Counter's `+=` on a new word runs its Python __missing__)."""
     counts: Counter[str] = Counter()
+    get = counts.get
     for word, n in Counter(_WORD_RE.findall(text)).items():
         term = word.lower()
         if term not in STOP_WORDS and (len(term) > 1 or term.isdigit()):
-            counts[term] += n
-    terms = list(counts)
-    said = set(terms)
+            counts[term] = get(term, 0) + n
+    return counts
+
+
+def _names(text: str, counts: Counter[str]) -> tuple[list[str], list[str]]:
+    """(identifiers: compound names and dotted names with their parts, the compound names' split parts);
+    each piece's count is added to `counts` under its lowercase."""
     identifiers: list[str] = []
     parts: list[str] = []
+    get = counts.get
     for word, n in Counter(_IDENT_RE.findall(text)).items():
         if word.isascii() and word.isalnum() and word.islower():  # a plain word: no parts, not a name
             continue
@@ -183,14 +200,36 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
             compound = is_compound(piece)
             if compound or len(pieces) > 1:
                 identifiers.append(piece)
-                counts[piece.lower()] += n
+                key = piece.lower()
+                counts[key] = get(key, 0) + n
             if compound:
                 parts.extend(split_identifier(piece))
-        if len(pieces) > 1 and not _PATH_RE.fullmatch(word):
+        if len(pieces) > 1 and not _is_file_name(pieces):
             identifiers.append(word)
+    return identifiers, parts
+
+
+def _is_file_name(pieces: list[str]) -> bool:
+    """Whether a dotted name (split at its dots) is what _PATH_RE matches whole: `name.ext`, a known extension.
+
+    The same answer as `_PATH_RE.fullmatch` for a name _IDENT_RE found (no slashes, so only the
+    pattern's `name.ext` branch can match), without running the pattern: an issue's tracebacks write
+    a hundred file names."""
+    return len(pieces) == 2 and 0 < len(pieces[0]) <= 255 and pieces[1] in _FILE_EXTENSION_SET
+
+
+def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -> QuerySignals:
+    text = _CONTROL_RE.sub(" ", query or "")[:MAX_QUERY_CHARS]
+    phrases = [p.strip() for p in _PHRASE_RE.findall(text)]
+    path_tokens = _path_tokens(text)
+    counts = _word_counts(text)
+    terms = list(counts)
+    said = set(terms)
+    identifiers, parts = _names(text, counts)
     expansions: list[str] = []
-    for term in terms:
-        expansions.extend(synonyms.get(term, ()) if synonyms else ())
+    if synonyms:
+        for term in terms:
+            expansions.extend(synonyms.get(term, ()))
     definitions, frames = _definitions(text, identifiers)
     return QuerySignals(
         text=text,

@@ -40,7 +40,16 @@ ProjectArg = str | Sequence[str] | Scope | None
 
 def coverage(qs: QuerySignals, gene: Gene) -> float:
     """Share of the query's words and identifiers that literally appear in the gene."""
+    return coverages(qs, [gene])[0]
+
+
+def coverages(qs: QuerySignals, genes: Sequence[Gene]) -> list[float]:
+    """`coverage` of each gene, with the query's words listed once (a pasted issue has ~100 of them)."""
     wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
+    return [_covered(wanted, gene) for gene in genes]
+
+
+def _covered(wanted: list[str], gene: Gene) -> float:
     if not wanted:
         return 0.0
     text = (gene.content + " " + (gene.source_path or "") + " " + " ".join(gene.tags)).lower()
@@ -84,6 +93,7 @@ class Retriever:
         self.embedder_part = embedder_part
         self.doc_counts = lexicon.ExactDocCounts(genome, genome.generation)  # the packets' idf weights (context_packet)
         self.capped_counts = lexicon.CappedCounts(genome.generation)  # the words each query searches (terms.py)
+        self.searches = lexicon.Searches(genome.generation)  # the lexical scorers' searches (scorers.py)
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
@@ -179,7 +189,7 @@ class Retriever:
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):
-                per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts)
+                per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts, self.searches)
         defs = definitions(self.genome, qs)
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)

@@ -25,15 +25,38 @@ def _or(terms: list[str], joiner: str = " OR ") -> str:
     return joiner.join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
+def _search(genome: GenomeStore, searches: lexicon.Searches | None, match: str, limit: int,
+            column: str | None = None) -> Scores:
+    """genome.fts_search as scores, through the per-generation memory of searches when there is one."""
+    if searches is None:
+        return dict(genome.fts_search(match, limit, column=column))
+    return dict(searches.search(genome, match, limit, column))
+
+
 def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None) -> Scores:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
     expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
-    for phrase in qs.phrases:
-        tokens = fts_tokens(phrase)
-        if tokens:
-            expr = f"{expr} OR {quote_term(' '.join(tokens))}" if expr else quote_term(" ".join(tokens))
-    return dict(genome.fts_search(expr, limit))
+    for tokens in _held_phrases(genome, qs.phrases, counts):
+        expr = f"{expr} OR {quote_term(' '.join(tokens))}" if expr else quote_term(" ".join(tokens))
+    return _search(genome, searches, expr, limit)
+
+
+def _held_phrases(genome: GenomeStore, phrases: tuple[str, ...],
+                  counts: lexicon.CappedCounts | None) -> list[list[str]]:
+    """The query's quoted phrases as tokens, without those holding a word no gene holds.
+
+    Why: such a phrase matches no gene and adds exactly 0 to every BM25 score, so leaving it out
+    changes no result; yet FTS5 still walks the posting lists of its other words. A pasted issue's
+    quoted strings are mostly traceback paths (`"src/app/billing_3.py"`: `src` and `py` are in
+    thousands of genes, `billing_3` in none), and they were half the cost of its full-text search.
+    Whether a word is held is read as a count up to 0 (one posting), remembered per generation."""
+    split = [tokens for tokens in map(fts_tokens, phrases) if tokens]
+    words = list(dict.fromkeys(t for tokens in split for t in tokens))
+    if not words:
+        return []
+    held = counts.get(genome, words, 0) if counts is not None else genome.word_doc_counts_upto(words, 0)
+    return [tokens for tokens in split if all(t in held for t in tokens)]
 
 
 def _identifier_like(term: str) -> bool:
@@ -41,7 +64,7 @@ def _identifier_like(term: str) -> bool:
 
 
 def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None) -> Scores:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -53,14 +76,15 @@ def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighed
     if terms.written or terms.conjunctive:  # only names rare in this genome (common ones walk long lists)
         chosen = set(terms.written)
         wanted = [t for t in wanted if t in chosen]
-    return dict(genome.fts_search(_or(wanted), limit, column="tags")) if wanted else {}
+    return _search(genome, searches, _or(wanted), limit, "tags") if wanted else {}
 
 
 def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                counts: lexicon.CappedCounts | None = None) -> Scores:
+                counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`).
 
-    `counts`: the per-generation memory of capped counts (the same numbers, read once)."""
+    `counts` and `searches`: the per-generation memories of capped counts and of searches (the
+    same answers, read once; a tree's top folder is the path word most questions search)."""
     wanted = list(dict.fromkeys(t for tok in qs.path_tokens for t in fts_tokens(tok) if len(t) > 2))[:MAX_PATH_TOKENS]
     if not wanted:
         return {}
@@ -85,17 +109,17 @@ def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighe
         spent += held[word]
     if not chosen:
         return {}
-    return dict(genome.fts_search(_or(chosen), limit, column="path"))
+    return _search(genome, searches, _or(chosen), limit, "path")
 
 
 def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                      counts: lexicon.CappedCounts | None = None) -> Scores:
+                      counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
     if not wanted or terms.conjunctive:  # common words name too many folders to tell anything
         return {}
-    return dict(genome.fts_search(_or(wanted), limit, column="path"))
+    return _search(genome, searches, _or(wanted), limit, "path")
 
 
 def dense_scorer(genome: GenomeStore, query_vector: np.ndarray | None, limit: int, *, exact_below: int = 20_000) -> Scores:
@@ -112,10 +136,11 @@ def coactivation_scorer(genome: GenomeStore, seeds: list[int], limit: int) -> Sc
 
 
 class LexicalScorer(Protocol):
-    """(genome, query, candidates wanted, the weighed words, the per-generation capped counts) → scores."""
+    """(genome, query, candidates wanted, the weighed words, the per-generation memories of capped counts
+    and of searches) → scores."""
 
     def __call__(self, genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                 counts: lexicon.CappedCounts | None = None) -> Scores: ...
+                 counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores: ...
 
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from helix_context.genome import lexicon
-from helix_context.genome.fts_text import quote_term, word_tokens
+from helix_context.genome.fts_text import add_token_counts, quote_term, word_tokens
 from helix_context.genome.storage import GenomeStore
 from helix_context.models import QuerySignals
 
@@ -68,9 +68,7 @@ def weigh_terms(genome: GenomeStore, qs: QuerySignals, limit: int = MAX_SEARCH_T
     count = cache.get if cache is not None else _uncached
     counts: dict[str, int] = {}
     identifiers: set[str] = set()
-    for word, n in qs.term_counts or tuple((t, 1) for t in qs.terms):
-        for tok in word_tokens(word):
-            counts[tok] = counts.get(tok, 0) + n
+    add_token_counts(counts, qs.term_counts or tuple((t, 1) for t in qs.terms))
     for item in (*qs.identifiers, *qs.identifier_parts, *qs.expansions):
         for tok in word_tokens(item):
             counts.setdefault(tok, 1)

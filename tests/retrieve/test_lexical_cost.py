@@ -145,3 +145,46 @@ def test_capped_counts_are_remembered_per_generation_with_the_same_numbers(genom
                                         [(gene(999, "one more sprocket"), None)])])
     assert cache.get(genome, ["sprocket"], 50) == {"sprocket": 4}  # an ingest: read again
     assert len(reads) == before + 1
+
+
+def test_a_quoted_phrase_with_a_word_no_gene_holds_is_not_searched(genome: Genome,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A traceback's quoted path (`"src/sprocket/absent_3.py"`) matches nothing when one of its words is in no
+    gene: it is left out of the search (its postings are never walked), and the scores are the same."""
+    qs = query.extract('sprocket "sprocket absent_3" "widget number"')
+    chosen = terms.weigh_terms(genome, qs)
+    words = " OR ".join(f'"{w}"' for w in chosen.written)
+    whole = dict(genome.fts_search(f'{words} OR "sprocket absent_3" OR "widget number"', 50))  # as written
+    searched: list[str] = []
+    real = genome.fts_search
+    monkeypatch.setattr(genome, "fts_search", lambda expr, limit, column=None: searched.append(expr) or
+                        real(expr, limit, column))
+    assert fts_scorer(genome, qs, 50, chosen) == whole and len(whole) > 3
+    assert searched == [f'{words} OR "widget number"']
+
+
+def test_searches_are_remembered_until_the_genome_changes(genome: Genome, monkeypatch: pytest.MonkeyPatch) -> None:
+    searches = lexicon.Searches(genome.generation)
+    calls: list[str] = []
+    real = genome.fts_search
+    monkeypatch.setattr(genome, "fts_search", lambda expr, limit, column=None: calls.append(expr) or
+                        real(expr, limit, column))
+    first = searches.search(genome, '"sprocket"', 10)
+    assert searches.search(genome, '"sprocket"', 10) == first == real('"sprocket"', 10) and len(first) == 3
+    assert len(calls) == 1
+    genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
+                                        [(gene(999, "one more sprocket"), None)])])
+    assert len(searches.search(genome, '"sprocket"', 10)) == 4 and len(calls) == 2  # an ingest: searched again
+
+
+def test_merging_the_full_text_index_keeps_every_hit_and_score(tmp_path: Path) -> None:
+    """One segment per write transaction, merged after the writes: the same genes with the same scores."""
+    g = Genome(tmp_path / "m.db")
+    for i in range(12):  # twelve transactions: twelve segments, more than FTS5 merges by itself
+        g.replace_sources([SourceWrite(FileRecord(f"m{i}.py", "demo", 10, 1, "h"), f"m{i}.py",
+                                       [(gene(i, f"widget sprocket number {i} gadget{i % 3}"), None)])])
+    exprs = ['"widget"', '"sprocket" OR "gadget1"', '"number 3"']
+    before = [g.fts_search(e, 20) for e in exprs]
+    assert g.merge_full_text() > 1  # it wrote
+    assert [g.fts_search(e, 20) for e in exprs] == before
+    assert g.merge_full_text() == 1  # nothing left to merge

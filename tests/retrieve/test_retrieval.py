@@ -217,3 +217,11 @@ def test_fingerprint_batch_cli(loaded: HelixContextManager, tmp_path: Path) -> N
     assert lines[1]["results"][0]["source_id"].endswith("billing.py")
     assert set(lines[0]["results"][0]) == {"gene_id", "source_id", "project", "symbol", "kind", "start_line",
                                            "end_line", "score", "signals"}
+
+
+def test_an_ingest_leaves_the_full_text_index_merged(loaded: HelixContextManager) -> None:
+    """Each write adds full-text segments; the manager merges them after each ingest (genome/fulltext.py), so
+    every word a question looks up is looked up in one place, not once per write."""
+    for i in range(3):  # three more writes: three more segments
+        loaded.ingest(f"invoice totals are rounded per line, note {i}", metadata={"path": f"notes{i}.md"}, embed=False)
+    assert loaded.genome.merge_full_text() == 1  # nothing was left to merge

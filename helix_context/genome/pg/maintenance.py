@@ -77,6 +77,9 @@ class PgMaintenanceMixin(GeneUpkeepMixin):
     def full_text_damaged(self) -> bool:
         return False  # postings are plain rows in transactions: nothing to rebuild at the next start
 
+    def merge_full_text(self) -> int:
+        return 0  # postings are rows under B-tree indexes: no segments to merge
+
     def db_bytes(self) -> int:
         row = self._raw().execute("SELECT pg_database_size(current_database())").fetchone()
         return int(row[0]) if row else 0
