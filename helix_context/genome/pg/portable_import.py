@@ -10,7 +10,7 @@ portable_sql.py:
   vector keeps the stored one: an import never loses a vector;
 - the lexical index is BM25 postings, kept in step by the write door's own writer (pg/door.py's
   PostingsWriter: a gene leaves the index before it is overwritten and comes back with its new
-  text if live), flushed by one COPY before the commit;
+  text if live), flushed by one COPY per FLUSH_EVERY genes and before the commit;
 - sessions, co-activation and activity carry the importing developer's party (retention.PartyScope):
   an import adds to their own history, never to a teammate's;
 - upserts are `ON CONFLICT` statements (no `INSERT OR REPLACE`), and `"user"` is quoted.
