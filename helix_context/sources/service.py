@@ -607,6 +607,9 @@ class SourcesService:
             if not claim.held:
                 self._retry(key, Work(forget=True))
                 return
+            row = self.genome.get_source(key)
+            if self.names().team and row is not None and row.pending != "forget":
+                return  # added again (by any backend) while this waited for the claim: the add wins
             for path in self.genome.paths_under(key):
                 self.genome.retire_source(path)
             self.genome.delete_source(key)
