@@ -30,6 +30,7 @@ class SourceNames:
 
     def __init__(self, roots: RootMap | None) -> None:
         self.roots = roots
+        self._checked_out: dict[str, bool] = {}  # root name → its mapped checkout is a folder here
 
     @classmethod
     def of(cls, settings: Settings) -> SourceNames:
@@ -58,7 +59,22 @@ class SourceNames:
         """Where a stored name (a source or a file) is on this machine; None when its root is not mapped here."""
         if not is_shared(key):
             return Path(key)
-        return None if self.roots is None else self.roots.local_folder(key)
+        if self.roots is None or self.checkout_gone(key):
+            return None
+        return self.roots.local_folder(key)
+
+    def checkout_gone(self, key: str) -> bool:
+        """A shared name whose root is mapped here to a folder that is not there (moved, deleted to clone
+        again, an unmounted drive). Why not "missing": every file under it would read as deleted, and the
+        index pass (or a refresh) would retire the team's genes for everyone; its genes stay, and the
+        source is indexed here again once the checkout is back (or the root mapped again)."""
+        name = key[len(PREFIX):].partition("/")[0]
+        folder = None if self.roots is None else self.roots.roots.get(name)
+        if folder is None:
+            return False
+        if name not in self._checked_out:
+            self._checked_out[name] = folder.is_dir()
+        return not self._checked_out[name]
 
     def elsewhere(self, key: str) -> bool:
         """A team genome's source stored as an absolute folder (added before shared roots existed) that is
@@ -85,6 +101,10 @@ class SourceNames:
         if self.roots is None:
             return f"{key} is a team genome's shared source; this genome is not a team genome"
         name = key[len(PREFIX):].partition("/")[0]
+        if self.checkout_gone(key):
+            return (f"not indexed on this machine: root {name!r} is mapped here to {self.roots.roots[name]}, which "
+                    f"is not a folder (moved or deleted?); its genes stay and are answered. Map your checkout "
+                    f"again: helix sources map {name} PATH-OF-YOUR-CHECKOUT")
         why = (self.roots.describe(key) if name in self.roots.roots
                else f"root {name!r} is not mapped on this machine: helix sources map {name} PATH-OF-YOUR-CHECKOUT")
         return f"not indexed on this machine ({why}); the backends that map it keep it up to date"

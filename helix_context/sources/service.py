@@ -481,7 +481,7 @@ class SourcesService:
             self._forget(key)
             return
         row = self.genome.get_source(key)
-        if row is None:
+        if row is None or row.pending == "forget":  # being forgotten (by another backend, on a team genome)
             return
         names = self.names()
         folder = names.folder(key)
@@ -490,12 +490,15 @@ class SourcesService:
             return
         with self.genome.claim_source(key) as claim:
             if not claim.held:  # a team genome: another backend indexes this folder now; look again later
-                log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
-                retry = threading.Timer(CLAIM_RETRY_S, self._queue, (key, work))
-                retry.daemon = True
-                retry.start()
+                self._retry(key, work)
                 return
             self._run_claimed(key, folder, row, work, names)
+
+    def _retry(self, key: str, work: Work) -> None:
+        log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
+        retry = threading.Timer(CLAIM_RETRY_S, self._queue, (key, work))
+        retry.daemon = True
+        retry.start()
 
     def _run_claimed(self, key: str, root: Path, row: sources_sql.SourceRow, work: Work, names: SourceNames) -> None:
         """`key` as stored, `root` the folder on this machine (the same on a SQLite genome)."""
@@ -598,8 +601,17 @@ class SourcesService:
             self._watch(key)  # its watcher looks for it and reports when it is back
 
     def _forget(self, key: str) -> None:
-        for path in self.genome.paths_under(key):
-            self.genome.retire_source(path)
-        self.genome.delete_source(key)
+        """Under the source's claim (a team genome): a pass of another backend still storing its files would
+        leave every file it stores after the retiring live, with no source left to retire them."""
+        with self.genome.claim_source(key) as claim:
+            if not claim.held:
+                self._retry(key, Work(forget=True))
+                return
+            row = self.genome.get_source(key)
+            if self.names().team and row is not None and row.pending != "forget":
+                return  # added again (by any backend) while this waited for the claim: the add wins
+            for path in self.genome.paths_under(key):
+                self.genome.retire_source(path)
+            self.genome.delete_source(key)
         self._skips.pop(key, None)
 

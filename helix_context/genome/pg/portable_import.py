@@ -10,7 +10,7 @@ portable_sql.py:
   vector keeps the stored one: an import never loses a vector;
 - the lexical index is BM25 postings, kept in step by the write door's own writer (pg/door.py's
   PostingsWriter: a gene leaves the index before it is overwritten and comes back with its new
-  text if live), flushed by one COPY before the commit;
+  text if live), flushed by one COPY per FLUSH_EVERY genes and before the commit;
 - sessions, co-activation and activity carry the importing developer's party (retention.PartyScope):
   an import adds to their own history, never to a teammate's;
 - upserts are `ON CONFLICT` statements (no `INSERT OR REPLACE`), and `"user"` is quoted.
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 _STORED = [c for c in shared.GENE_FIELDS if c not in ("embedding", "vector_model")]
 _COLUMNS = ", ".join(f'"{c}"' for c in _STORED)
 _SET = ", ".join(f'"{c}" = ?' for c in _STORED if c != "gene_id")
+# genes indexed between two COPYs of their postings: the writer buffers each gene's text until it flushes,
+# so an import flushed only at its commit held the whole export's text in memory (the ingest's batch size)
+FLUSH_EVERY = 500
 
 
 class PgImportWrites:
@@ -50,6 +53,7 @@ class PgImportWrites:
         self.model = model  # the team genome's embedding model: a vector of another is not stored
         self.lex = lex  # None in a dry run (nothing is written)
         self.retired: set[int] = set()  # genes this import stored retired: they hold no spans (helix check)
+        self._buffered = 0  # genes indexed since the last flush
 
     # ── genes ──
 
@@ -67,6 +71,10 @@ class PgImportWrites:
             assert self.lex is not None
             self.retired.discard(rowid)
             self.lex.index(rowid, row["content"], row["tags"], row["source_path"], form)
+            self._buffered += 1
+            if self._buffered >= FLUSH_EVERY:  # a gene unindexed later has its flushed postings deleted (door.py)
+                self.lex.flush()
+                self._buffered = 0
         else:
             self.retired.add(rowid)
 

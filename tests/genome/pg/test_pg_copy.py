@@ -204,3 +204,42 @@ def test_import_of_a_sqlite_export_into_a_team_genome_keeps_the_answers_and_a_se
     finally:
         team.close()
     assert main(["check"]) == 0, capsys.readouterr()
+
+
+def test_an_import_into_a_team_genome_writes_its_postings_in_batches(
+        settings: Settings, pg_url: str, tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The postings writer keeps each indexed gene's text until it flushes: an import that flushed only at
+    its commit held the whole export's text in memory, growing with the export. Batches keep it bounded,
+    and the index stays exact (`helix check`)."""
+    from helix_context.genome.pg import door, portable_import
+    from helix_context.portable import export_genome, import_genome
+    from helix_context.sources.names import SourceNames
+    from helix_context.sources.roots import RootMap
+
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False})
+    lite = HelixContextManager(chosen)
+    try:
+        lite.ingest_path(tree)
+        live = lite.genome.live_gene_count()
+        export_genome(lite.genome, tmp_path / "lite.helix")
+    finally:
+        lite.close()
+    assert live > 4
+    monkeypatch.setattr(portable_import, "FLUSH_EVERY", 2)
+    buffered: list[int] = []
+    flush = door.PostingsWriter.flush
+
+    def counted(self: door.PostingsWriter) -> None:
+        buffered.append(len(self.docs))
+        flush(self)
+
+    monkeypatch.setattr(door.PostingsWriter, "flush", counted)
+    team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
+    try:
+        done = import_genome(team.genome, tmp_path / "lite.helix", remap={"tree": str(tree)},
+                             names=SourceNames(RootMap({}).mapped("tree", tree)))
+        assert done["genes"]["new"] == live, done
+        assert buffered and max(buffered) <= 2, buffered
+        assert team.genome.integrity_check() == [] and team.genome.live_gene_count() == live
+    finally:
+        team.close()

@@ -135,3 +135,36 @@ def test_an_absolute_source_of_another_machine_is_never_retired_here(
     monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
     assert cli.main(["sources", "list"]) == 0
     assert "not on this machine" in capsys.readouterr().out
+
+
+def test_a_checkout_missing_on_one_machine_never_retires_the_teams_genes(
+        settings: Settings, server_factory, pg_url: str, tmp_path: Path) -> None:
+    """One developer moves (or deletes, to clone again) their checkout of a mapped root: the shared source
+    and the team's genes stay; this machine lists the source as not indexed here, with why. Before: the
+    backend took the missing checkout for a vanished source (and `/admin/refresh` each shared file for a
+    deleted one) and retired the whole team's index."""
+    from helix_context.manager import HelixContextManager
+
+    a_repo = make_tree(tmp_path / "ana" / "repo", n=2)
+    helix = HelixContextManager(_machine(settings, tmp_path / "home-a", pg_url, "alice", a_repo))
+    try:
+        helix.ingest_path(a_repo)
+        helix.genome.add_source("@repo", None, 1.0)
+    finally:
+        helix.close()
+    before = _live_genes(pg_url)
+    assert before > 0
+    a_repo.rename(tmp_path / "ana" / "repo-moved")  # the map still names the old folder
+
+    ana = server_factory(_machine(settings, tmp_path / "home-a", pg_url, "alice", None))
+    with ana.client() as client:
+        assert ana.app.state.sources.wait_idle(30)
+        (row,) = client.get("/sources").json()["sources"]
+        assert client.post("/admin/refresh").json()["genes_retired"] == 0
+    assert _live_genes(pg_url) == before, "the team's genes were retired"
+    assert row["state"] == "unmapped" and "is not a folder" in row["last_error"], row
+
+
+def _live_genes(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL").fetchone()[0])  # type: ignore[index]
