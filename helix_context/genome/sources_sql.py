@@ -140,11 +140,18 @@ class SourcesMixin:
             tx.execute(f"INSERT INTO {self.meta_table}(key, value) VALUES (?, ?) "
                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
+    def _paused_key(self) -> str:
+        """Pausing is one developer's choice for their own machine: on a team genome each backend keeps the
+        flag under its party (user@device), so one developer's pause never stops another's indexing. One
+        user's SQLite file has no party and keeps the plain key."""
+        party = getattr(self, "party", "")
+        return f"{PAUSED_KEY}:{party}" if party else PAUSED_KEY
+
     def sources_paused(self) -> bool:
-        return self.meta_value(PAUSED_KEY) == "1"
+        return self.meta_value(self._paused_key()) == "1"
 
     def set_sources_paused(self, value: bool) -> None:
-        self.set_meta_value(PAUSED_KEY, "1" if value else "0")
+        self.set_meta_value(self._paused_key(), "1" if value else "0")
 
 
 def as_dict(row: SourceRow) -> dict[str, Any]:

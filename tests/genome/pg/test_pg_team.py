@@ -262,3 +262,16 @@ def test_an_open_write_holds_off_a_migration_without_locking_a_row(pg_url: str) 
     finally:
         first.close()
         second.close()
+
+
+def test_a_pause_is_one_developers_not_the_teams(pg_url: str) -> None:
+    """`helix sources pause` (or the tray's pause) on one machine leaves every other backend indexing."""
+    ana, bob = PgGenome(pg_url, party="ana@laptop", listen=False), PgGenome(pg_url, party="bob@desk", listen=False)
+    try:
+        ana.set_sources_paused(True)
+        assert ana.sources_paused() and not bob.sources_paused()
+        ana.set_sources_paused(False)
+        assert not ana.sources_paused()
+    finally:
+        ana.close()
+        bob.close()
