@@ -89,15 +89,6 @@ class FullTextMixin:
             tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES "
                        + ", ".join(["(?, ?, ?, ?)"] * len(part)), [v for row in part for v in row])
 
-    def _fts_delete(self, tx: Any, rowid: int) -> None:
-        # a retired gene has no full-text row: "deleting" one that is not there corrupts a contentless
-        # index (its postings go negative and searches fail with "database disk image is malformed")
-        row = tx.execute("SELECT content, tags, source_path FROM genes WHERE id = ? AND retired_at IS NULL",
-                         (rowid,)).fetchone()
-        if row is not None:
-            tx.execute("INSERT INTO genes_fts(genes_fts, rowid, body, tags, path) VALUES ('delete', ?, ?, ?, ?)",
-                       (rowid, *self.fts_values(*row)))
-
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(rowid, score) best first; score = -bm25 (higher is better). `match` is an FTS5 expression."""
         if not match:

@@ -404,10 +404,6 @@ def upsert_file(tx: Any, row: dict[str, Any]) -> None:
                [row[c] for c in FILE_FIELDS])
 
 
-def rowids_for(tx: Any, gene_ids: Sequence[str]) -> dict[str, int]:
-    return {gid: found[0] for gid, found in existing_genes(tx, gene_ids).items()}
-
-
 def link_state(conn: sqlite3.Connection | Any, a: int, b: int) -> tuple[float, float] | None:
     """(weight, last_at) of the stored co-activation link between two rowids, or None."""
     row = conn.execute("SELECT count, last_at FROM coactivation WHERE a = ? AND b = ?", (min(a, b), max(a, b))).fetchone()

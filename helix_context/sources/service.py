@@ -98,10 +98,7 @@ class SourcesService:
                 continue
             if names.folder(row.path) is None:  # not on this machine (names.py): the list says how to map it
                 continue
-            self._known.add(row.path)
-            self._queue(row.path, Work(full=True))
-            if not self._paused:
-                self._watch(row.path)
+            self._take_up(row.path)
         self._thread = threading.Thread(target=self._worker, name="helix-sources", daemon=True)
         self._thread.start()
 
@@ -140,10 +137,7 @@ class SourcesService:
             self._cancel.discard(key)
             self._missing.discard(key)
         self._skips.setdefault(key, {})
-        self._known.add(key)
-        self._queue(key, Work(full=True))
-        if not self._paused:
-            self._watch(key)
+        self._take_up(key)
         return self._describe(row)
 
     def remove(self, raw: str, *, forget: bool = False) -> dict[str, Any]:
@@ -181,9 +175,7 @@ class SourcesService:
         for row in self.genome.list_sources():
             if row.pending == "forget" or names.folder(row.path) is None:
                 continue
-            self._known.add(row.path)
-            self._queue(row.path, Work(full=True))  # catch up on what changed while paused
-            self._watch(row.path)
+            self._take_up(row.path)  # catch up on what changed while paused
         return self.status()
 
     # ── what the tray, the dashboard and the CLI show ──
@@ -225,18 +217,23 @@ class SourcesService:
             return
         here = {row.path for row in rows if row.pending is None and names.folder(row.path) is not None}
         for key in sorted(known - here):
+            log.info("%s is no longer a source here (removed by another backend, or its root unmapped)", key)
             self._drop(key)
         if self._paused:
             return
         for row in rows:
             if row.path in here and row.path not in self._known:
-                self._known.add(row.path)
-                self._queue(row.path, Work(full=True))
-                self._watch(row.path)
+                self._take_up(row.path)
+
+    def _take_up(self, key: str) -> None:
+        """Index a source here from now on: one full pass to reconcile it, and its watcher unless paused."""
+        self._known.add(key)
+        self._queue(key, Work(full=True))
+        if not self._paused:
+            self._watch(key)
 
     def _drop(self, key: str) -> None:
         """Stop watching and indexing a source here; its genes and its row are left as they are."""
-        log.info("%s is no longer a source here (removed by another backend, or its root unmapped)", key)
         self._known.discard(key)
         self._unwatch(key)
         with self._cond:
