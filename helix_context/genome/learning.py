@@ -55,7 +55,7 @@ class LearningMixin:
             return
         now = time.time()
         pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
-        with self.transaction(changes_genes=False) as tx:
+        with self.transaction(changes_genes=False, durable=False) as tx:
             marks = ",".join("?" * len(ids))
             tx.execute(f"UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
                        f"tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id IN ({marks})", (now, *ids))

@@ -65,7 +65,10 @@ class GenomeStore(Protocol):
     @property
     def conn(self) -> Any: ...
 
-    def transaction(self, *, changes_genes: bool = True) -> AbstractContextManager[Any]: ...
+    def transaction(self, *, changes_genes: bool = True, durable: bool = True) -> AbstractContextManager[Any]:
+        """One write transaction. `durable=False` is for usage statistics only (access counts, co-activation):
+        their commit need not wait for the disk, since losing the last instant of them in a crash costs nothing."""
+        ...
 
     def read_snapshot(self) -> AbstractContextManager[None]:
         """One question's reads inside: they all see one committed state (a writer's commit lands before or after)."""

@@ -224,12 +224,13 @@ class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, Gene
         return portable_sql.import_writes(self, write=write)
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator[Tx]:
+    def transaction(self, *, changes_genes: bool = True, durable: bool = True) -> Iterator[Tx]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any error.
 
         `changes_genes` bumps the generation, which readers use to rebuild caches
         (the dense matrix); bookkeeping writes (sessions, co-activation, access
-        counts) pass False so a chat does not throw the caches away.
+        counts) pass False so a chat does not throw the caches away. `durable` changes
+        nothing here: in WAL mode with synchronous = NORMAL no commit waits for the disk.
         """
         if self.disk_full:
             raise GenomeError(f"no space left on the disk of genome {self.path}: Helix serves what is stored but "

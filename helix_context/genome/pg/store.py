@@ -63,6 +63,7 @@ _T = TypeVar("_T")
 _RETRIES = 5  # a deadlock or serialization failure between two writers: the batch is tried again
 _BEGIN_WRITE = (f"BEGIN; SELECT pg_advisory_xact_lock_shared({MIGRATE_LOCK}); "
                 "SELECT value FROM helix_meta WHERE key = 'schema_version'")
+_BEGIN_NOT_DURABLE = _BEGIN_WRITE.replace("BEGIN; ", "BEGIN; SET LOCAL synchronous_commit = off; ")
 
 
 class PgTx:
@@ -180,19 +181,25 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
     # ── transactions ──
 
     @contextmanager
-    def transaction(self, *, changes_genes: bool = True) -> Iterator[PgTx]:
+    def transaction(self, *, changes_genes: bool = True, durable: bool = True) -> Iterator[PgTx]:
         """One PostgreSQL transaction; refused when the schema is newer than this Helix (see schema.py).
 
         It opens with one round trip: BEGIN, the migration lock taken shared (a migration, which takes it
         exclusively, waits for open writes and they for it) and the schema version read. The shared lock
         replaced a FOR SHARE on the version's row: every write of every backend locked that one row, a
-        multixact per concurrent writer (each question's delivery record is a write)."""
+        multixact per concurrent writer (each question's delivery record is a write).
+
+        `durable=False` (a question's delivery record) commits without waiting for the WAL flush
+        (`synchronous_commit = off` for this transaction only): the flush was most of a team question's
+        wait, and a server crash can lose only the last fraction of a second of usage counts, never
+        a gene, a source or anything another statement relies on (what SQLite's synchronous = NORMAL
+        gives the embedded genome)."""
         if self.readonly:
             raise GenomeError(f"team genome {self.path} is open read-only")
         raw = self._raw()
         with self._write_lock:
             try:
-                with self._opened(raw):
+                with self._opened(raw, durable):
                     yield PgTx(raw)
                 if changes_genes:  # after the commit, so no reader caches the old data under the new number
                     generation = announce_change(raw)
@@ -205,10 +212,10 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
                                   "nothing of it was stored, run it again") from None
 
     @contextmanager
-    def _opened(self, raw: psycopg.Connection[tuple[Any, ...]]) -> Iterator[None]:
+    def _opened(self, raw: psycopg.Connection[tuple[Any, ...]], durable: bool = True) -> Iterator[None]:
         """BEGIN … COMMIT (ROLLBACK on any error), refused when a newer Helix migrated the schema."""
         try:
-            cur = raw.execute(_BEGIN_WRITE, prepare=False)  # three statements: the simple protocol, never prepared
+            cur = raw.execute(_BEGIN_WRITE if durable else _BEGIN_NOT_DURABLE, prepare=False)  # three statements: the simple protocol, never prepared
             while cur.nextset():
                 pass  # to the last statement's result: the version
             row = cur.fetchone()

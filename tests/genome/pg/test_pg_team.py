@@ -245,6 +245,30 @@ def test_a_questions_snapshot_is_one_repeatable_read_only_transaction(pg_url: st
         genome.close()
 
 
+def test_only_usage_counts_commit_without_waiting_for_the_disk(pg_url: str) -> None:
+    """A question's delivery record (access counts, co-activation) commits with synchronous_commit off,
+    for that transaction only; every other write (sources, genes) still waits for the WAL flush, and the
+    counts it recorded are there for the next question."""
+    genome = PgGenome(pg_url, listen=False)
+    try:
+        raw = genome._raw()
+        with genome.transaction(changes_genes=False, durable=False) as tx:
+            assert tx.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        with genome.transaction(changes_genes=False) as tx:
+            assert tx.execute("SHOW synchronous_commit").fetchone() == ("on",), "SET LOCAL ends with its transaction"
+        assert raw.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        with genome.transaction() as tx:
+            for n in (1, 2):
+                tx.execute("INSERT INTO genes(gene_id, content, content_type, source_path, observed_at, last_verified_at) "
+                           "VALUES (?, ?, 'text', ?, 0, 0)",
+                           (f"g{n}", f"text {n}", f"/f{n}.txt"))
+        ids = [r[0] for r in raw.execute("SELECT id FROM genes ORDER BY id").fetchall()]
+        genome.record_delivery(ids)
+        assert genome.coactivated([ids[0]]) == {ids[1]: 1.0}
+    finally:
+        genome.close()
+
+
 def test_an_open_write_holds_off_a_migration_without_locking_a_row(pg_url: str) -> None:
     """A write transaction takes the migration lock shared (one round trip with BEGIN and the version
     check): a migrating backend cannot start until it ends, and two writers never wait on each other."""
