@@ -2,7 +2,7 @@
 
     python benchmarks/tune_localization.py collect --keep DIR [--sample N | --all]
     python benchmarks/tune_localization.py collect-stdlib --keep DIR
-    python benchmarks/tune_localization.py tune --keep DIR [--rounds 2]
+    python benchmarks/tune_localization.py tune --keep DIR [--rounds 2] [--half odd|even]
 
 `collect` ingests each instance's tree (as bench_localization.py does) and records,
 per issue, what every scorer found before any weighting (Retriever.evidence), the
@@ -21,7 +21,9 @@ so the question-aware weighting (retrieve/question.py) is replayed per record; `
 also prints the dense-only and lexical-only rankings and each profile applied to all.
 
 Why records: one ingest of a sympy tree costs a minute on two cores; one ranking
-costs milliseconds, so a grid of weightings is cheap once the evidence is kept.
+costs milliseconds, so a grid of weightings is cheap once the evidence is kept. `--half` tunes on every other
+record and prints the shipped and the tuned weighting on the other half: a gain that does not
+carry over to records the ascent never saw is noise, not a better weighting.
 Only the development set is used; nothing here knows about sympy.
 """
 
@@ -195,6 +197,7 @@ class Question:
     dense: float = 1.0
     lexical: float = 1.0
     lexicality: float | None = None
+    full_at: float = 1.0  # [retrieval] question_full_at: lexicality from which the identifier profile is whole
 
 
 _KINDS: dict[str, float] = {}
@@ -209,6 +212,13 @@ def lexicality(record: Record) -> float:
     return _KINDS[record.instance_id]
 
 
+def toward_identifiers(lexicality_: float, full_at: float) -> float:
+    """QueryKind.toward_identifiers for a recorded lexicality (the server's knee)."""
+    from helix_context.retrieve.question import QueryKind
+
+    return replace(QueryKind(), identifier_share=lexicality_).toward_identifiers(full_at)
+
+
 def rank(record: Record, weights: dict[str, float], locate_w, window: int, question: Question = Question()):
     """Files and spans for one record, with `weights` as the code weights (prose keeps its configured ones)."""
     from helix_context.models import ScoredGene
@@ -218,7 +228,7 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
 
     if not _PROSE:
         _PROSE.update(prose_weights())
-    s = lexicality(record) if question.lexicality is None else question.lexicality
+    s = toward_identifiers(lexicality(record), question.full_at) if question.lexicality is None else question.lexicality
     weights = blend_weights(weights, s, question.dense, question.lexical)
     locate_w = locate_w.blended(s, question.dense, question.lexical)
     code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
@@ -282,15 +292,27 @@ def tune(args: argparse.Namespace) -> int:
     stdlib = load(args.keep / "stdlib.pkl") if (args.keep / "stdlib.pkl").exists() else []
     if not records and not stdlib:
         raise SystemExit(f"no records under {args.keep}: run `collect` or `collect-stdlib` first")
-    base_file = max(statistics.fmean(cached[r.instance_id][n]["file_hit@5"] for r in records)
-                    for n in ("files", "funcs")) if records else 1.0
-    base_func = statistics.fmean(cached[r.instance_id]["funcs"]["func_hit@10"] for r in records) if records else 1.0
-    base_strict = json.loads((args.keep / "stdlib_bm25.json").read_text())["strict_mrr10"] if stdlib else 1.0
+    held: tuple[list[Record], list[Record]] = ([], [])
+    if args.half:  # tune on every other record, then check the choice on the records it never saw
+        first = 0 if args.half == "even" else 1
+        held = ([r for i, r in enumerate(records) if i % 2 != first], [r for i, r in enumerate(stdlib) if i % 2 != first])
+        records = [r for i, r in enumerate(records) if i % 2 == first]
+        stdlib = [r for i, r in enumerate(stdlib) if i % 2 == first]
+
+    def baselines(recs: list[Record], lib: list[Record]) -> tuple[float, float, float]:
+        file_ = max(statistics.fmean(cached[r.instance_id][n]["file_hit@5"] for r in recs)
+                    for n in ("files", "funcs")) if recs else 1.0
+        func = statistics.fmean(cached[r.instance_id]["funcs"]["func_hit@10"] for r in recs) if recs else 1.0
+        strict_ = json.loads((args.keep / "stdlib_bm25.json").read_text())["strict_mrr10"] if lib else 1.0
+        return file_, func, strict_
+
+    base_file, base_func, base_strict = baselines(records, stdlib)
     cfg = load_config().retrieval
     weights = code_weights()
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
                              cfg.locate_tests, cfg.locate_file_mass, cfg.locate_dense)
-    question = Question(cfg.question_dense, cfg.question_lexical)
+    question = Question(cfg.question_dense, cfg.question_lexical, full_at=cfg.question_full_at)
+    shipped_locate, shipped_question = locate_w, question
 
     def measure(w: dict[str, float], lw: LocateWeights, q: Question) -> tuple[float, dict[str, float]]:
         m = score(records, w, lw, LOCATE_WINDOW, q) if records else \
@@ -338,7 +360,8 @@ def tune(args: argparse.Namespace) -> int:
     locate_ranges = {"symbol": (0.3, 0.45, 0.6, 0.8), "definition": (0.4, 0.8, 1.2, 1.6),
                      "name": (0.0, 0.15, 0.3, 0.5, 0.75), "tests": (0.3, 0.5, 0.7, 0.85, 1.0),
                      "mass": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5), "dense": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)}
-    question_ranges = {"dense": (1.0, 1.5, 2.0, 3.0, 4.0), "lexical": (0.1, 0.25, 0.4, 0.6, 0.8, 1.0)}
+    question_ranges = {"dense": (1.0, 1.5, 2.0, 3.0, 4.0), "lexical": (0.1, 0.25, 0.4, 0.6, 0.8, 1.0),
+                       "full_at": (0.5, 0.6, 0.75, 0.9, 1.0)}
     if args.only_question:
         ranges, locate_ranges = {}, {k: v for k, v in locate_ranges.items() if k == "dense"}
     started = time.perf_counter()
@@ -362,6 +385,13 @@ def tune(args: argparse.Namespace) -> int:
                     best, question, m = total, q, tm
         show(f"round {round_ + 1} ({time.perf_counter() - started:.0f} s)", weights, locate_w, question, m)
         print(f"    code weights {weights}; locate {asdict(locate_w)}; question {asdict(question)}")
+    if args.half:
+        records, stdlib = held
+        base_file, base_func, base_strict = baselines(records, stdlib)
+        print(f"held-out half: {len(records)} issues, {len(stdlib)} stdlib questions")
+        show("  shipped weights", code_weights(), shipped_locate, shipped_question,
+             measure(code_weights(), shipped_locate, shipped_question)[1])
+        show("  tuned weights", weights, locate_w, question, measure(weights, locate_w, question)[1])
     return 0
 
 
@@ -376,6 +406,8 @@ def main() -> int:
     parser.add_argument("--only-question", action="store_true",
                         help="tune only the question-aware factors and the span dense weight")
     parser.add_argument("--verbose", action="store_true", help="print the weights of every line")
+    parser.add_argument("--half", choices=("odd", "even"),
+                        help="tune on every other record only, then print both weightings on the other half")
     args = parser.parse_args()
     return {"collect": collect, "collect-stdlib": collect_stdlib, "tune": tune}[args.command](args)
 
