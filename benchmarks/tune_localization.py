@@ -85,7 +85,10 @@ def collect(args: argparse.Namespace) -> int:
     from helix_context.manager import HelixContextManager
     from helix_context.retrieve.locate import span_scores
 
-    helix = HelixContextManager(load_config())
+    from helix_context.retrieve.span_dense import SpanVectors, span_similarities
+
+    settings = load_config()
+    helix = HelixContextManager(settings)
     tree = work / "tree"
     tokens = Tokens()
     for n, row in enumerate(rows, 1):
@@ -99,10 +102,14 @@ def collect(args: argparse.Namespace) -> int:
         rowids = {r for scores in ev.per_signal.values() for r in scores}
         genes = helix.genome.genes_by_rowid(rowids)
         spans = span_scores(helix.genome, list(genes.values()), ev.terms)
+        # every candidate's span cosines, as collect-stdlib records them: the server adds them to each
+        # pointer of its best genes (locate_dense), so a replay without them ranks what it never serves
+        dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), spans, settings.embedding,
+                                  SpanVectors())
         root = str(tree.resolve())
         slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}
-        pickle.dump(Record(row["instance_id"], row["gold"], ev.per_signal, ev.defs, slim, spans, root, ev.qs, ev.terms),
-                    out.open("wb"))
+        pickle.dump(Record(row["instance_id"], row["gold"], ev.per_signal, ev.defs, slim, spans, root, ev.qs, ev.terms,
+                           dense), out.open("wb"))
         if row["instance_id"] not in cached:
             cached[row["instance_id"]] = baseline_row(tree, row, tokens)
             cache_file.write_text(json.dumps(cached))
