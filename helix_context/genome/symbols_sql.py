@@ -9,7 +9,7 @@ pg/qmark.py), and the two answers PostgreSQL keeps in memory instead of asking
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,26 +52,52 @@ class SymbolReadsMixin:
                 out.setdefault(sym.gene, []).append(sym)
         return out
 
-    def symbols_named(self, leaves: Iterable[str], per_name: int) -> dict[str, list[SymbolRow]]:
-        """Lowercased name → symbols defining it (at most `per_name + 1` each, so the caller sees 'too common')."""
+    def symbols_named(self, leaves: Iterable[str], per_name: int,
+                      read: Mapping[str, list[SymbolRow]] | None = None) -> dict[str, list[SymbolRow]]:
+        """Lowercased name → symbols defining it (at most `per_name + 1` each, so the caller sees 'too common').
+
+        `read`: names already read in full (`symbols_by_leaf`: a traceback frame's function), not read
+        again; such a name may list more than `per_name + 1`, which says 'too common' just the same,
+        and a list of at most `per_name` is the one a read up to `per_name + 1` gives."""
+        read = read or {}
         out: dict[str, list[SymbolRow]] = {}
         for leaf in dict.fromkeys(leaves):
+            if leaf in read:
+                if read[leaf]:
+                    out[leaf] = read[leaf]
+                continue
             rows = self.conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ? LIMIT ?",
                                      (leaf, per_name + 1)).fetchall()
             if rows:
                 out[leaf] = [SymbolRow(*r) for r in rows]
         return out
 
-    def frame_symbols(self, frames: Iterable[tuple[str, str]]) -> dict[str, list[SymbolRow]]:
+    def symbols_by_leaf(self, leaves: Iterable[str]) -> dict[str, list[SymbolRow]]:
+        """Each lowercased name → every symbol defining it (empty: none), in the order `WHERE leaf = ?`
+        reads them (the leaf index: by id). One statement for all the names, not one each."""
+        names = list(dict.fromkeys(leaves))
+        out: dict[str, list[SymbolRow]] = {leaf: [] for leaf in names}
+        for part in _chunks(names):
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(f"SELECT leaf, {_COLUMNS} FROM symbols WHERE leaf IN ({marks}) "
+                                         "ORDER BY leaf, id", list(part)):
+                out[row[0]].append(SymbolRow(*row[1:]))
+        return out
+
+    def frame_symbols(self, frames: Iterable[tuple[str, str]],
+                      read: Mapping[str, list[SymbolRow]] | None = None) -> dict[str, list[SymbolRow]]:
         """Lowercased function name → its definitions in files of the frame's file name.
 
         A traceback frame names the file, so a name defined in hundreds of places (`__new__`)
-        still points at one or two of them.
+        still points at one or two of them. `read`: names already read in full (`symbols_by_leaf`),
+        not read again; the others are read together.
         """
+        pairs = list(dict.fromkeys((t.lower(), f.lower()) for t, f in frames))
+        known = dict(read or {})
+        known.update(self.symbols_by_leaf([leaf for _, leaf in pairs if leaf not in known]))
         out: dict[str, list[SymbolRow]] = {}
-        for tail, leaf in dict.fromkeys((t.lower(), f.lower()) for t, f in frames):
-            rows = self.conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ?", (leaf,)).fetchall()
-            hits = [SymbolRow(*r) for r in rows if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
+        for tail, leaf in pairs:
+            hits = [row for row in known.get(leaf, ()) if row.path.replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
             if hits:
                 out.setdefault(leaf, []).extend(hits)
         return out

@@ -94,6 +94,7 @@ class Retriever:
         self.doc_counts = lexicon.ExactDocCounts(genome, genome.generation)  # the packets' idf weights (context_packet)
         self.capped_counts = lexicon.CappedCounts(genome.generation)  # the words each query searches (terms.py)
         self.searches = lexicon.Searches(genome.generation)  # the lexical scorers' searches (scorers.py)
+        self.code_rows = lexicon.CodeRows(genome.generation)  # which candidates hold code (fusion's weights)
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
@@ -122,7 +123,7 @@ class Retriever:
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""
-        return self.genome.code_rowids(rowids) if code_weights != self.weights else set()
+        return self.code_rows.get(self.genome, rowids) if code_weights != self.weights else set()
 
     def _fuse(self, per_signal: dict[str, dict[int, float]],
               code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
