@@ -81,11 +81,7 @@ def definitions(genome: GenomeStore, qs: QuerySignals) -> dict[int, tuple[Symbol
     """
     if not qs.definitions:
         return {}
-    # the frames' functions are read in full once, together (a frame's file picks among all their
-    # definitions), and that read also answers the names the query uses as code
-    full = genome.symbols_by_leaf(fn.lower() for _, fn in qs.frames) if qs.frames else {}
-    found = genome.symbols_named([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME, read=full)
-    framed = genome.frame_symbols(qs.frames, read=full) if qs.frames else {}
+    found, framed = genome.named_and_framed([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME, qs.frames)
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
     out: dict[int, tuple[SymbolRow, float]] = {}
     for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):

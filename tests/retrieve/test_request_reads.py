@@ -13,6 +13,7 @@ import pytest
 
 from helix_context.genome import lexicon
 from helix_context.genome.store import FileRecord, Genome, SourceWrite
+from helix_context.genome.symbols_sql import SymbolRow
 from helix_context.models import Gene, Provenance, Symbol
 from helix_context.retrieve import query
 
@@ -46,19 +47,23 @@ def statements(g: Genome) -> list[str]:
 
 
 def test_a_traceback_s_functions_are_read_once_with_the_same_definitions(genome: Genome) -> None:
-    frames = [("m3.py", "run"), ("m1.py", "load"), ("m3.py", "save"), ("m9.py", "absent")]
+    frames = [("m3.py", "run"), ("m1.py", "load"), ("m3.py", "save"), ("m9.py", "absent"), ("M1.py", "load")]
     names = ["run", "load", "save", "absent", "other"]
-    alone_named, alone_framed = genome.symbols_named(names, 12), genome.frame_symbols(frames)
+    columns = "id, path, gene, name, kind, start_line, end_line"
+
+    def rows(sql: str, *args: object) -> list[SymbolRow]:
+        return [SymbolRow(*r) for r in genome.conn.execute(f"SELECT {columns} FROM symbols WHERE {sql}", args)]
+
+    # what one statement per name and per frame read (the reads this replaces)
+    one_by_one = {n: rows("leaf = ? LIMIT ?", n, 13) for n in names}
+    by_frame: dict[str, list[SymbolRow]] = {}
+    for tail, fn in dict.fromkeys((t.lower(), f) for t, f in frames):
+        by_frame.setdefault(fn, []).extend(r for r in rows("leaf = ?", fn) if r.path.rsplit("/", 1)[-1] == tail)
     seen = statements(genome)
-    full = genome.symbols_by_leaf(fn for _, fn in frames)
-    named = genome.symbols_named(names, 12, read=full)
-    framed = genome.frame_symbols(frames, read=full)
-    assert framed == alone_framed and set(framed) == {"run", "load", "save"}
-    assert named.keys() == alone_named.keys()
-    for name, rows in named.items():  # at most 12: the same list; more: 'too common' either way
-        assert rows == alone_named[name] if len(rows) <= 12 else len(alone_named[name]) == 13
-    assert len(named["run"]) == 15 and len(named["load"]) == 2
-    # one statement for the frames' functions, one for the name no frame has ("other"), none for the frames
+    named, framed = genome.named_and_framed(names, 12, frames)
+    assert named == {n: r for n, r in one_by_one.items() if r} and len(named["run"]) == 13
+    assert framed == {fn: r for fn, r in by_frame.items() if r} and set(framed) == {"run", "load", "save"}
+    # one statement for the frames' functions, one for the name no frame has ("other")
     assert len([s for s in seen if s.startswith("SELECT")]) == 2
 
 
@@ -87,3 +92,26 @@ def test_an_issue_s_words_are_the_regex_s_words(monkeypatch: pytest.MonkeyPatch)
             assert list(query._spellings(text).items()) == list(expected.items()), text
     text = "Don't retry: `fetch_all('a', b)` fails — naïve café 3.14 isn't it's"
     assert list(query._spellings(text).items()) == list(Counter(re.findall(r"[^\W_]+(?:['’][^\W_]+)?", text)).items())
+
+
+def _regex_code_blocks(text: str) -> tuple[tuple[str, ...], str]:
+    """What `_CODE_BLOCK_RE.finditer` splits the text into (the reading `_code_blocks` replaces)."""
+    blocks, rest, at = [], [], 0
+    for match in query._CODE_BLOCK_RE.finditer(text):
+        blocks.append(match.group(0))
+        rest.append(text[at:match.start()])
+        at = match.end()
+    rest.append(text[at:])
+    return tuple(blocks), " ".join(rest)
+
+
+def test_an_issue_s_code_blocks_are_the_regex_s_blocks() -> None:
+    rng = random.Random(5)
+    for alphabet in ("`\n> .\ta", "``\n\n>>> ... a\t", "`a\n    \t"):
+        for _ in range(3000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(40)))
+            assert query._code_blocks.__wrapped__(text) == _regex_code_blocks(text), repr(text)
+    issue = ("Title\n\nprose `x`\n```\nTraceback (most recent call last):\n  File \"a.py\", line 1, in f\n```\n"
+             "more prose\n```python\n>>> f()\n```\nafter\n>>> g()\n    indented\nend")
+    assert query._code_blocks.__wrapped__(issue) == _regex_code_blocks(issue)
+    assert query._code_blocks.__wrapped__(issue)[0][-1] == ">>> g()\n    indented\nend"  # a prompt: to the end
