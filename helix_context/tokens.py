@@ -32,6 +32,7 @@ _CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.
 
 __all__ = [
     "count_tokens",
+    "count_tokens_kept",
     "truncate_to_tokens",
     "tokenizer_name",
     "litellm_tokenizers_dir",
@@ -170,6 +171,20 @@ def count_tokens(text: str) -> int:
     if enc is None:
         return _heuristic_count(text)
     return len(enc.encode_ordinary(text))
+
+
+def count_tokens_kept(text: str) -> int:
+    """count_tokens, remembered for texts that come back answer after answer: the context's fixed header
+    and footer, the wrappers and contents of the genes a project's questions keep delivering.
+
+    A count depends on the text and the counter only (both are the key), so a remembered one is never
+    stale; at most 256 texts are kept (a gene is a few KB at most)."""
+    return _count_kept(text, _encoder() is None)
+
+
+@functools.lru_cache(maxsize=256)
+def _count_kept(text: str, heuristic: bool) -> int:
+    return count_tokens(text)
 
 
 def _cut_at_line(prefix: str, full: str) -> str:

@@ -119,3 +119,10 @@ def test_truncate_keeps_multibyte_text_a_prefix():
         out = truncate_to_tokens(text, limit)
         assert text.startswith(out)
         assert count_tokens(out) <= limit
+
+
+def test_kept_counts_are_the_counts_and_follow_the_counter(monkeypatch):
+    text = "<expressed_context>\n" + SAMPLE
+    assert tokens.count_tokens_kept(text) == count_tokens(text) == tokens.count_tokens_kept(text)
+    monkeypatch.setattr(tokens, "_encoder", lambda: None)  # the counter changes: the remembered count is not its
+    assert tokens.count_tokens_kept(text) == tokens._heuristic_count(text)

@@ -27,7 +27,7 @@ from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.query_text import echo
 from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverages
-from helix_context.tokens import count_tokens, truncate_to_tokens
+from helix_context.tokens import count_tokens, count_tokens_kept, truncate_to_tokens
 from helix_context.weigh import freshness
 from helix_context.weigh.live_serve import LiveServe
 
@@ -228,7 +228,7 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
 
     header = "<expressed_context>" + (f"\n{decoder}" if decoder else "")
     footer = "</expressed_context>"
-    used = count_tokens(header) + count_tokens(footer) + 2
+    used = count_tokens_kept(header) + count_tokens_kept(footer) + 2
     parts: list[str] = [header]
     note = _live_note(live)
     if note and count_tokens(note) + used < budget // 4:  # never more than a quarter of the budget
@@ -248,11 +248,11 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         if remaining < MIN_GENE_TOKENS:
             break
         facts = _facts_for(item, wanted)
-        overhead = count_tokens(_gene_block(item, "", facts)) + 1
+        overhead = count_tokens_kept(_gene_block(item, "", facts)) + 1
         room = remaining - overhead
         if room < MIN_GENE_TOKENS // 2:
             break
-        size = count_tokens(item.gene.content)
+        size = count_tokens_kept(item.gene.content)
         if size <= min(room, settings.compress_min_tokens):
             # small and fits: verbatim keeps code readable and every critical token
             body, method, original, body_tokens = item.gene.content, "none", size, size

@@ -79,6 +79,10 @@ def _split_cached(name: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+# `split_identifier` as the cached tuple itself (do not modify): for loops over a pasted issue's names
+compound_parts = _split_cached
+
+
 def is_compound(name: str) -> bool:
     return len(_split_cached(name)) >= 2
 

@@ -167,3 +167,29 @@ class Searches(_PerGeneration):
             hits = tuple(genome.fts_search(match, limit, column))
             self._remember(generation, {key: hits})
         return list(hits)
+
+
+class CodeRows(_PerGeneration):
+    """Which genes hold code (`code_rowids`), remembered per generation: the same answer, read once.
+
+    Why: fusion asks it of every candidate of every question (~500 for a pasted issue), and the
+    questions about one tree keep meeting the same genes. A gene's content type never changes, but
+    a SQLite rowid freed by a retire can name another gene later; a retire moves the generation,
+    which empties this memory first. Retention: at most `limit` genes, emptied when full."""
+
+    def __init__(self, generation: Callable[[], int], limit: int = 200_000) -> None:
+        super().__init__(generation, limit)
+
+    def get(self, genome: Any, rowids: Iterable[int]) -> set[int]:
+        """As genome.code_rowids(rowids)."""
+        generation = self._generation()
+        ids = list(dict.fromkeys(map(int, rowids)))
+        with self._lock:
+            known = self._counts_for(generation)  # rowid → holds code
+            code = {r for r in ids if known.get(r)}
+            missing = [r for r in ids if r not in known]
+        if missing:
+            found = genome.code_rowids(missing)
+            self._remember(generation, {r: r in found for r in missing})
+            code |= found
+        return code

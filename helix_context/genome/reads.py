@@ -47,6 +47,19 @@ class GeneReadsMixin:
                 out[int(row[0])] = row_to_gene(row)
         return out
 
+    def gene_marks(self, rowids: Iterable[int]) -> dict[int, tuple[str, str, str, str, str]]:
+        """rowid → (tier, device, user, org, agent): whether a ranked gene may be returned (not archived,
+        the asking party's), without reading and decompressing its text as genes_by_rowid does."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, tuple[str, str, str, str, str]] = {}
+        for start in range(0, len(ids), _CHUNK):
+            batch = ids[start:start + _CHUNK]
+            marks = ",".join("?" * len(batch))
+            for rowid, *mark in self.conn.execute(
+                    f'SELECT id, tier, device, "user", org, agent FROM genes WHERE id IN ({marks})', batch):
+                out[int(rowid)] = tuple(mark)
+        return out
+
     def genes_for_source(self, path: str) -> list[Gene]:
         rows = self.conn.execute(
             f"SELECT {GENE_COLUMNS} FROM genes WHERE id IN (SELECT gene FROM gene_sources WHERE path = ?) "

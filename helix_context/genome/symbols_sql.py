@@ -54,13 +54,7 @@ class SymbolReadsMixin:
 
     def symbols_named(self, leaves: Iterable[str], per_name: int) -> dict[str, list[SymbolRow]]:
         """Lowercased name → symbols defining it (at most `per_name + 1` each, so the caller sees 'too common')."""
-        out: dict[str, list[SymbolRow]] = {}
-        for leaf in dict.fromkeys(leaves):
-            rows = self.conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ? LIMIT ?",
-                                     (leaf, per_name + 1)).fetchall()
-            if rows:
-                out[leaf] = [SymbolRow(*r) for r in rows]
-        return out
+        return self.named_and_framed(leaves, per_name, ())[0]
 
     def frame_symbols(self, frames: Iterable[tuple[str, str]]) -> dict[str, list[SymbolRow]]:
         """Lowercased function name → its definitions in files of the frame's file name.
@@ -68,12 +62,40 @@ class SymbolReadsMixin:
         A traceback frame names the file, so a name defined in hundreds of places (`__new__`)
         still points at one or two of them.
         """
-        out: dict[str, list[SymbolRow]] = {}
-        for tail, leaf in dict.fromkeys((t.lower(), f.lower()) for t, f in frames):
-            rows = self.conn.execute(f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ?", (leaf,)).fetchall()
-            hits = [SymbolRow(*r) for r in rows if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
+        return self.named_and_framed((), 0, frames)[1]
+
+    def named_and_framed(self, leaves: Iterable[str], per_name: int, frames: Iterable[tuple[str, str]]
+                         ) -> tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]:
+        """(symbols_named(leaves, per_name), frame_symbols(frames)), reading each name once.
+
+        Why together: a pasted traceback's functions are also names it uses as code, and each was read
+        twice, one statement per name each time (96 for a 20 KB issue). The frames' functions are read
+        in full, in one statement, in the order of the leaf index (by id); a name among them takes the
+        first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1` gives."""
+        pairs = list(dict.fromkeys((t.lower(), f.lower()) for t, f in frames))
+        whole = self._rows_by_leaf([leaf for _, leaf in pairs])
+        named: dict[str, list[SymbolRow]] = {}
+        for leaf in dict.fromkeys(leaves):
+            rows = whole[leaf][:per_name + 1] if leaf in whole else self.conn.execute(
+                f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ? ORDER BY id LIMIT ?", (leaf, per_name + 1)).fetchall()
+            if rows:
+                named[leaf] = [SymbolRow(*r) for r in rows]
+        framed: dict[str, list[SymbolRow]] = {}
+        for tail, leaf in pairs:  # rows become SymbolRows only where the file matches (`__init__`: thousands)
+            hits = [SymbolRow(*r) for r in whole[leaf] if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
             if hits:
-                out.setdefault(leaf, []).extend(hits)
+                framed.setdefault(leaf, []).extend(hits)
+        return named, framed
+
+    def _rows_by_leaf(self, leaves: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
+        """Each name → every symbols row defining it (_COLUMNS, by id; empty: none), one statement per _CHUNK names."""
+        names = list(dict.fromkeys(leaves))
+        out: dict[str, list[tuple[Any, ...]]] = {leaf: [] for leaf in names}
+        for part in _chunks(names):
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(f"SELECT leaf, {_COLUMNS} FROM symbols WHERE leaf IN ({marks}) "
+                                         "ORDER BY leaf, id", list(part)):
+                out[row[0]].append(row[1:])
         return out
 
     def symbols_of_path(self, path: str) -> list[SymbolRow]:

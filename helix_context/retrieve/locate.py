@@ -81,8 +81,7 @@ def definitions(genome: GenomeStore, qs: QuerySignals) -> dict[int, tuple[Symbol
     """
     if not qs.definitions:
         return {}
-    found = genome.symbols_named([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME)
-    framed = genome.frame_symbols(qs.frames) if qs.frames else {}
+    found, framed = genome.named_and_framed([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME, qs.frames)
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
     out: dict[int, tuple[SymbolRow, float]] = {}
     for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
-from helix_context.genome.fts_text import is_compound, split_identifier
+from helix_context.genome.fts_text import compound_parts, is_compound, split_identifier
 from helix_context.models import QuerySignals
 
 MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
@@ -42,6 +42,9 @@ _FILE_EXTENSION_SET = frozenset(_FILE_EXTENSIONS.split("|"))
 _PATH_SEP_RE = re.compile(r"[\\/]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# the same words in ASCII text (where `’` cannot occur), and what splits it into runs that hold them
+_ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z0-9]+)?")
+_NOT_IN_WORDS = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "'")})
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FRAME_RE = re.compile(r'File "([^"\n]{1,400})", line \d+, in ([A-Za-z_<][\w<>]*)')
 _BACKTICK_RE = re.compile(r"`([^`\n]{1,200})`")
@@ -96,17 +99,47 @@ def _code_blocks(text: str) -> tuple[tuple[str, ...], str]:
     """(the text's code blocks and prompt/indented lines, the text with each replaced by a space).
 
     Why remembered: extraction (meaning, names used as code) and the query's kind (program_share)
-    each split the same text this way, a regex pass over up to 64 KB; the last few texts are kept.
-    One pass gives both (what `findall` and `sub` would give: the pattern never matches empty)."""
+    each split the same text this way; the last few texts are kept. The split is what
+    `_CODE_BLOCK_RE.finditer` gives, found with str.find instead (the regex tried three alternatives
+    at each of a 20 KB issue's positions): a fenced block runs to the next ``` (or the end); a line
+    that starts with a prompt or an indent starts a block that runs to the end of the text, since
+    the pattern's `.*$` is read with DOTALL. tests/retrieve/test_request_reads.py checks the two agree."""
     blocks: list[str] = []
     rest: list[str] = []
-    at = 0
-    for match in _CODE_BLOCK_RE.finditer(text):
-        blocks.append(match.group(0))
-        rest.append(text[at:match.start()])
-        at = match.end()
+    at, end = 0, len(text)
+    while at < end:
+        fence = text.find("```", at)
+        line = _first_code_line(text, at, end if fence == -1 else fence)
+        if line != -1:
+            blocks.append(text[line:])
+            rest.append(text[at:line])
+            at = end
+        elif fence == -1:
+            break
+        else:
+            close = text.find("```", fence + 3)
+            stop = end if close == -1 else close + 3
+            blocks.append(text[fence:stop])
+            rest.append(text[at:fence])
+            at = stop
     rest.append(text[at:])
     return tuple(blocks), " ".join(rest)
+
+
+_CODE_LINE_HEADS = (">>> ", "... ", "    ", "\t")
+
+
+def _first_code_line(text: str, start: int, stop: int) -> int:
+    """The first line start in [start, stop) whose line begins with a prompt or an indent; -1: none.
+    (A head that starts before `stop` ends before it: `stop` is a fence, and no head holds a backtick.)"""
+    if start == 0 and text.startswith(_CODE_LINE_HEADS):
+        return 0
+    first = -1
+    for head in _CODE_LINE_HEADS:
+        i = text.find("\n" + head, max(start - 1, 0), stop)
+        if i != -1 and (first == -1 or i + 1 < first):
+            first = i + 1
+    return first
 
 
 def meaning(text: str) -> tuple[str, ...]:
@@ -172,6 +205,26 @@ def _path_tokens(text: str) -> list[str]:
     return list(tokens)
 
 
+def _spellings(text: str) -> Counter[str]:
+    """`Counter(_WORD_RE.findall(text))`: each word as written with its count, in first-seen order.
+
+    Why not the regex alone: it costs ~1 ms on a 20 KB issue, most of extraction's cost. ASCII text
+    (nearly every issue) is cut into runs of letters, digits and `'` by str.translate and split, in C;
+    a run without `'` is one word, and only a run with one goes through the regex. No word crosses
+    a run's ends (every other character ends a word), so the words, counts and order are the same."""
+    if not text.isascii():
+        return Counter(_WORD_RE.findall(text))
+    runs = Counter(text.translate(_NOT_IN_WORDS).split())
+    if "'" not in text:
+        return runs
+    words: Counter[str] = Counter()
+    get = words.get
+    for run, n in runs.items():
+        for word in _ASCII_WORD_RE.findall(run) if "'" in run else (run,):
+            words[word] = get(word, 0) + n
+    return words
+
+
 def _word_counts(text: str) -> Counter[str]:
     """Each word (lowercased, stop words and single letters left out) with its count, in first-seen order.
 
@@ -179,7 +232,7 @@ def _word_counts(text: str) -> Counter[str]:
     counts are summed with `dict.get` (Counter's `+=` on a new word runs its Python __missing__)."""
     counts: Counter[str] = Counter()
     get = counts.get
-    for word, n in Counter(_WORD_RE.findall(text)).items():
+    for word, n in _spellings(text).items():
         term = word.lower()
         if term not in STOP_WORDS and (len(term) > 1 or term.isdigit()):
             counts[term] = get(term, 0) + n
@@ -194,6 +247,14 @@ def _names(text: str, counts: Counter[str]) -> tuple[list[str], list[str]]:
     get = counts.get
     for word, n in Counter(_IDENT_RE.findall(text)).items():
         if word.isascii() and word.isalnum() and word.islower():  # a plain word: no parts, not a name
+            continue
+        if "." not in word:  # most names: one piece (what the loop below does for it, without the calls)
+            split = compound_parts(word)
+            if len(split) >= 2:  # is_compound
+                identifiers.append(word)
+                key = word.lower()
+                counts[key] = get(key, 0) + n
+                parts.extend(split)
             continue
         pieces = word.split(".")
         for piece in pieces:

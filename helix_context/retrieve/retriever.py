@@ -94,6 +94,7 @@ class Retriever:
         self.doc_counts = lexicon.ExactDocCounts(genome, genome.generation)  # the packets' idf weights (context_packet)
         self.capped_counts = lexicon.CappedCounts(genome.generation)  # the words each query searches (terms.py)
         self.searches = lexicon.Searches(genome.generation)  # the lexical scorers' searches (scorers.py)
+        self.code_rows = lexicon.CodeRows(genome.generation)  # which candidates hold code (fusion's weights)
         cfg = settings.retrieval
         self.weights = {"fts": cfg.weight_fts, "tags": cfg.weight_tags, "path": cfg.weight_path,
                         "path_terms": cfg.weight_path_terms, "dense": cfg.weight_dense,
@@ -124,7 +125,7 @@ class Retriever:
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""
-        return self.genome.code_rowids(rowids) if code_weights != self.weights else set()
+        return self.code_rows.get(self.genome, rowids) if code_weights != self.weights else set()
 
     def _fuse(self, per_signal: dict[str, dict[int, float]],
               code_weights: dict[str, float]) -> dict[int, tuple[float, dict[str, float]]]:
@@ -263,20 +264,19 @@ class Retriever:
             stages["scope"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        # decode only what can be returned (gated: room for the floor/tier to choose from)
+        # look only at what can be returned (gated: room for the floor/tier to choose from)
         wanted = max_genes if not gate else max(max_genes * 3, 24)
         if pointers:
             wanted = max(wanted, LOCATE_WINDOW)
         window = ranked[: wanted * (5 if party is not None else 1)]
-        genes = self.genome.genes_by_rowid(r for r, _ in window)
-        items: list[ScoredGene] = []
-        for rowid, (score, parts) in window:
-            gene = genes.get(rowid)
-            if gene is None or gene.tier == "archived":
-                continue
-            if party is not None and party not in (gene.device, gene.user, gene.org, gene.agent):
-                continue
-            items.append(ScoredGene(gene, round(score, 6), parts))
+        shown = self._returnable(window, party)
+        # read whole only the genes that can be delivered or judged: the floor keeps a prefix of this
+        # ranking (best first) and the tier at most max_genes of it; the rest only lend their scores
+        whole = len(shown) if pointers else max(max_genes, silence_gate.BEST_ITEMS)
+        genes = self.genome.genes_by_rowid(r for r, _, _ in shown[:whole])
+        head = [entry for entry in shown[:whole] if entry[0] in genes]  # (less any retired meanwhile)
+        items = [ScoredGene(genes[r], score, parts) for r, score, parts in head]
+        scores = [score for _, score, _ in head + shown[whole:]]
         stages["fetch"] = time.perf_counter() - t
 
         candidates = len(fused)
@@ -319,16 +319,29 @@ class Retriever:
             features = verdict.features.to_dict()
         floor_frac = cfg.score_floor if floor is None else floor
         kept = [it for it in items if it.score >= floor_frac * best.score]
-        tier, count = pick_tier([it.score for it in kept], max_genes)
+        tier, count = pick_tier([score for score in scores if score >= floor_frac * best.score], max_genes)
         cap = None
         if zone is not None:
             cap = zone.max_genes
             count = min(count, cap)
         if located:
-            shown = {it.gene.rowid for it in kept[:count]}
-            located = tuple(p for p in located if p.gene.rowid in shown)
+            delivered = {it.gene.rowid for it in kept[:count]}
+            located = tuple(p for p in located if p.gene.rowid in delivered)
         return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass,
                          project=answered, silence_features=features)
+
+    def _returnable(self, window: list[tuple[int, tuple[float, dict[str, float]]]],
+                    party: str | None) -> list[tuple[int, float, dict[str, float]]]:
+        """(rowid, score, signals) of the window's genes that may be returned: not archived, and the
+        party's when one asks; read from the genes' marks, not their text."""
+        marks = self.genome.gene_marks(r for r, _ in window)
+        out: list[tuple[int, float, dict[str, float]]] = []
+        for rowid, (score, parts) in window:
+            mark = marks.get(rowid)
+            if mark is None or mark[0] == "archived" or (party is not None and party not in mark[1:]):
+                continue
+            out.append((rowid, round(score, 6), parts))
+        return out
 
     def _lead(self, ranked: list[tuple[int, tuple[float, dict[str, float]]]]
               ) -> tuple[list[tuple[int, tuple[float, dict[str, float]]]], str | None]:

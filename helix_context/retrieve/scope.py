@@ -105,16 +105,21 @@ class ProjectCatalog:
                 self._rowids[key] = found
         return found
 
-    def word_count(self, names: Sequence[str], word: str) -> int | None:
-        """A remembered count of the projects' genes holding `word` (this generation), or None."""
+    def word_counts(self, names: Sequence[str], words: Sequence[str]) -> dict[str, int]:
+        """The remembered counts of the projects' genes holding each of `words` (this generation); words
+        not remembered are left out. One lookup of the projects' key for all the words (an issue: ~100)."""
+        key = tuple(sorted(set(names)))
         with self._lock:
-            return self._word_counts.get((tuple(sorted(set(names))), word))
+            counts = self._word_counts
+            return {word: counts[(key, word)] for word in words if (key, word) in counts}
 
-    def remember_word_count(self, names: Sequence[str], word: str, count: int) -> None:
+    def remember_word_counts(self, names: Sequence[str], found: Mapping[str, int]) -> None:
+        key = tuple(sorted(set(names)))
         with self._lock:
-            if len(self._word_counts) >= MAX_WORD_COUNTS:  # bounded: questions share their words, not all of them
-                self._word_counts.clear()
-            self._word_counts[(tuple(sorted(set(names))), word)] = count
+            for word, count in found.items():
+                if len(self._word_counts) >= MAX_WORD_COUNTS:  # bounded: questions share their words, not all of them
+                    self._word_counts.clear()
+                self._word_counts[(key, word)] = count
 
     def size(self, names: Sequence[str]) -> int:
         sizes = self.sizes()

@@ -37,26 +37,27 @@ def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndar
     genome = retriever.genome
     if allowed is None:
         return retriever.doc_counts.get(list(words)), genome.live_gene_count()
-    counts: dict[str, int] = {}
     catalog = retriever.catalog
+    known = catalog.word_counts(names, words)
+    counts: dict[str, int] = {}
     missing: list[str] = []
     for word in words:
-        known = catalog.word_count(names, word)
-        if known is None:
-            missing.append(word)
+        if word in known:
+            counts[word] = known[word]
         else:
-            counts[word] = known
+            missing.append(word)
     lists = genome.term_rowid_lists(missing, MAX_POSTINGS) if missing else {}
     held = {word: count_in(allowed, lists.get(word, NO_GENES)) for word in missing}
     # read only a part: scale up to the whole genome's count
     partial = [word for word in missing if held[word] and len(lists[word]) >= MAX_POSTINGS]
     whole = retriever.doc_counts.get(partial) if partial else {}
+    found: dict[str, int] = {}
     for word in missing:
         n = held[word]
         if word in partial:
             n = int(n * whole.get(word, len(lists[word])) / len(lists[word]))
-        counts[word] = n
-        catalog.remember_word_count(names, word, n)
+        counts[word] = found[word] = n
+    catalog.remember_word_counts(names, found)
     return counts, len(allowed)
 
 
@@ -91,11 +92,10 @@ def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], it
     """Speak or stay silent for this query, judged against the projects `names` (empty: the genome)."""
     allowed = _allowed(retriever, names)
     words = query_words(qs)
-    counts, genes = _project_counts(retriever, words, allowed, names)
     idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
-    ident_counts, _ = (_project_counts(retriever, sorted(idents - set(counts)), allowed, names) if idents
-                       else ({}, 0))
-    held_idents = sum(1 for t in idents if (counts.get(t) or ident_counts.get(t, 0)) > 0)
+    # the words and the names counted in one read (a pasted issue's new ones: one statement, not two)
+    counts, genes = _project_counts(retriever, [*words, *sorted(idents.difference(words))], allowed, names)
+    held_idents = sum(1 for t in idents if counts.get(t, 0) > 0)
     best_words = [gene_words(it.gene) for it in items[:BEST_ITEMS]]
     cosines = sorted(per_signal.get("dense", {}).values(), reverse=True) if dense_on else None
     f = features(words, counts, genes, best_words, held_idents, (cosines or None) if dense_on else None)
