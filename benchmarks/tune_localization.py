@@ -204,7 +204,6 @@ class Question:
     dense: float = 1.0
     lexical: float = 1.0
     lexicality: float | None = None
-    full_at: float = 1.0  # [retrieval] question_full_at: lexicality from which the identifier profile is whole
 
 
 _KINDS: dict[str, float] = {}
@@ -219,13 +218,6 @@ def lexicality(record: Record) -> float:
     return _KINDS[record.instance_id]
 
 
-def toward_identifiers(lexicality_: float, full_at: float) -> float:
-    """QueryKind.toward_identifiers for a recorded lexicality (the server's knee)."""
-    from helix_context.retrieve.question import QueryKind
-
-    return replace(QueryKind(), identifier_share=lexicality_).toward_identifiers(full_at)
-
-
 def rank(record: Record, weights: dict[str, float], locate_w, window: int, question: Question = Question()):
     """Files and spans for one record, with `weights` as the code weights (prose keeps its configured ones)."""
     from helix_context.models import ScoredGene
@@ -235,7 +227,7 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
 
     if not _PROSE:
         _PROSE.update(prose_weights())
-    s = toward_identifiers(lexicality(record), question.full_at) if question.lexicality is None else question.lexicality
+    s = lexicality(record) if question.lexicality is None else question.lexicality
     weights = blend_weights(weights, s, question.dense, question.lexical)
     locate_w = locate_w.blended(s, question.dense, question.lexical)
     code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
@@ -318,7 +310,7 @@ def tune(args: argparse.Namespace) -> int:
     weights = code_weights()
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
                              cfg.locate_tests, cfg.locate_file_mass, cfg.locate_dense)
-    question = Question(cfg.question_dense, cfg.question_lexical, full_at=cfg.question_full_at)
+    question = Question(cfg.question_dense, cfg.question_lexical)
     shipped_locate, shipped_question = locate_w, question
 
     def measure(w: dict[str, float], lw: LocateWeights, q: Question) -> tuple[float, dict[str, float]]:
@@ -367,8 +359,7 @@ def tune(args: argparse.Namespace) -> int:
     locate_ranges = {"symbol": (0.3, 0.45, 0.6, 0.8), "definition": (0.4, 0.8, 1.2, 1.6),
                      "name": (0.0, 0.15, 0.3, 0.5, 0.75), "tests": (0.3, 0.5, 0.7, 0.85, 1.0),
                      "mass": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5), "dense": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)}
-    question_ranges = {"dense": (1.0, 1.5, 2.0, 3.0, 4.0), "lexical": (0.1, 0.25, 0.4, 0.6, 0.8, 1.0),
-                       "full_at": (0.5, 0.6, 0.75, 0.9, 1.0)}
+    question_ranges = {"dense": (1.0, 1.5, 2.0, 3.0, 4.0), "lexical": (0.1, 0.25, 0.4, 0.6, 0.8, 1.0)}
     if args.only_question:
         ranges, locate_ranges = {}, {k: v for k, v in locate_ranges.items() if k == "dense"}
     started = time.perf_counter()

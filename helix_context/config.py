@@ -137,11 +137,9 @@ class RetrievalSettings:
     code_weight_definition: float = 2.0
     # question-aware weighting of code (retrieve/question.py): the code weights above serve text full of
     # names, paths and tracebacks (lexicality 1); a question in plain words (lexicality 0) multiplies the
-    # dense weights by question_dense and the lexical ones by question_lexical; linear in between, and the
-    # identifier profile in full from lexicality question_full_at up (QueryKind.toward_identifiers)
+    # dense weights by question_dense and the lexical ones by question_lexical; linear in between
     question_dense: float = 1.5
     question_lexical: float = 0.4
-    question_full_at: float = 0.5
     locate_dense: float = 1.0  # pointer score: + the span's own cosine to the query (span_dense.py)
 
 

@@ -58,17 +58,6 @@ class QueryKind:
         doubt *= 1.0 - (FRAME_EVIDENCE if self.frames else 0.0)
         return round(min(1.0, max(0.0, 1.0 - doubt)), 6)
 
-    def toward_identifiers(self, full_at: float) -> float:
-        """How far this query's weights move from the question profile (0) to the identifier profile (1).
-
-        Linear in lexicality up to `full_at` ([retrieval] question_full_at), the identifier profile in
-        full from there. Why a knee and not lexicality itself: lexicality combines independent evidence,
-        so a pasted issue with a traceback and a dozen of this genome's names often reads 0.5-0.9, not 1,
-        and the plain linear blend still weighed such an issue a fifth of the way toward a question
-        (swe-dev: every development issue reads >= 0.5; one lost its file from the top 5 that way).
-        Below the knee the blend stays continuous, so no single feature flips a ranking."""
-        return min(1.0, self.lexicality / full_at) if full_at > 0 else 1.0
-
 
 def identifier_stems(qs: QuerySignals) -> set[str]:
     """The indexed (stemmed) forms of the query's identifiers: what the full-text index holds for them."""

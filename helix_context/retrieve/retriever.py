@@ -115,13 +115,11 @@ class Retriever:
     def code_weights_for(self, kind: QueryKind) -> dict[str, float]:
         """The code weights for one query, by how lexical it is (a plain-words question leans on dense)."""
         cfg = self.settings.retrieval
-        return blend_weights(self.code_weights, kind.toward_identifiers(cfg.question_full_at), cfg.question_dense,
-                             cfg.question_lexical)
+        return blend_weights(self.code_weights, kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def locate_weights_for(self, kind: QueryKind) -> LocateWeights:
         cfg = self.settings.retrieval
-        return self.locate_weights.blended(kind.toward_identifiers(cfg.question_full_at), cfg.question_dense,
-                                           cfg.question_lexical)
+        return self.locate_weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""

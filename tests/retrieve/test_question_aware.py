@@ -190,26 +190,3 @@ def test_span_vectors_keep_a_bounded_memory_per_model(dense: HelixContextManager
         small.put(("model-a", "gene", i, i), vec)
     assert len(small) == 2 and small.get(("model-a", "gene", 0, 0)) is None
     assert small.get(("model-b", "gene", 2, 2)) is None and small.get(("model-a", "gene", 2, 2)) is not None
-
-
-def test_an_issue_that_reads_mostly_as_names_gets_the_code_weights_whole(dense: HelixContextManager,
-                                                                         tmp_path: Path) -> None:
-    """Lexicality combines independent evidence, so an issue naming this genome's code without a traceback
-    reads between 0.5 and 1; from [retrieval] question_full_at (0.5) up it is ranked as identifier text,
-    with the configured code weights, not a blend leaning toward the question profile."""
-    _tree(tmp_path)
-    dense.ingest_path(tmp_path)
-    issue = "SizeCappedWriter.should_switch ignores max_bytes: should_switch returns False past the limit"
-    kind = dense.retriever.evidence(issue).kind
-    assert 0.5 <= kind.lexicality < 1.0, kind
-    assert kind.toward_identifiers(0.5) == 1.0
-    assert dense.retriever.code_weights_for(kind) == dense.retriever.code_weights
-    linear = _with(dense, question_full_at=1.0)
-    try:
-        blended = linear.retriever.code_weights_for(kind)
-        assert blended["dense"] > dense.retriever.code_weights["dense"], "the linear blend leans toward meaning"
-        assert blended["fts"] < dense.retriever.code_weights["fts"]
-    finally:
-        linear.close()
-    question = QueryKind(identifier_share=0.2)
-    assert 0.0 < question.toward_identifiers(0.5) < 1.0, "below the knee the blend stays continuous"
