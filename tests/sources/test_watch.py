@@ -46,6 +46,8 @@ def test_edit_delete_rename_and_new_file_are_followed(service_factory, tmp_path:
     write(src / "pkg" / "brand_new.py", "def brand_new_helper():\n    return 42\n")
     wait_until(lambda: "brand_new_helper" in _content(service, src / "pkg" / "brand_new.py"), what="the new file")
 
+    # the folder's counts are recorded right after a batch's genes are stored: wait for them too
+    wait_until(lambda: service.status()["sources"][0]["files"] == 6, what="the folder's counts")
     status = service.status()
     (row,) = status["sources"]
     assert row["files"] == 6 and row["genes"] >= 6 and row["watching"]
