@@ -90,7 +90,11 @@ def tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, d
 
 
 def start_tray(python: str, env: dict, log_path: Path, xsession: dict) -> tuple[subprocess.Popen, int, str]:
-    """The real launcher, until its backend serves and its icon is docked: (process, backend pid, icon)."""
+    """The real launcher, until its backend serves and its icon is docked: (process, backend pid, icon).
+
+    First until no icon of an earlier tray of this display is shown, so the icon found is this tray's:
+    clicks on a stopped tray's icon that is still being undocked open no menu."""
+    wait_until(lambda: not icon_window(xsession), timeout=15, every=0.05)
     with log_path.open("w") as log:
         tray = subprocess.Popen([python, "-m", "launcher.tray"], cwd=REPO, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
