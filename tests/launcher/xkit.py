@@ -10,6 +10,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -77,14 +78,33 @@ def desktop() -> Iterator[dict[str, str]]:
         env = {**os.environ, "DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": address, "NO_AT_BRIDGE": "1"}
         env.pop("PYSTRAY_BACKEND", None)
         env.pop("HELIX_TRAY_BACKEND", None)
-        procs.append(subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
-                                       "--height", "40", "--SetDockType", "true"], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        _until(lambda: '"panel"' in x(env, "xwininfo", "-root", "-tree"), 30, "trayer showed no panel")
+        procs.append(_trayer(env))
         yield env
     finally:
         for proc in reversed(procs):
             stop(proc)
+
+
+def _trayer(env: dict[str, str], tries: int = 3) -> subprocess.Popen:
+    """trayer, once its panel is shown. Started again when it showed none within 15 s: a CI run once
+    saw a trayer that never did, on an Xvfb that answered, which failed every test of the module."""
+    said = ""
+    for _ in range(tries):
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
+                                     "--height", "40", "--SetDockType", "true"], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+            try:
+                _until(lambda p=proc: '"panel"' in x(env, "xwininfo", "-root", "-tree") or p.poll() is not None,
+                       15, "trayer showed no panel")
+                if proc.poll() is None:
+                    return proc
+            except AssertionError:
+                pass
+            stop(proc)
+            err.seek(0)
+            said = err.read().decode(errors="replace")[-2000:]
+    raise AssertionError(f"trayer showed no panel in {tries} tries; its last words: {said or '(none)'}")
 
 
 def system_gi_python() -> tuple[str, str]:

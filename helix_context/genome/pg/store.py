@@ -215,7 +215,8 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
     def _opened(self, raw: psycopg.Connection[tuple[Any, ...]], durable: bool = True) -> Iterator[None]:
         """BEGIN … COMMIT (ROLLBACK on any error), refused when a newer Helix migrated the schema."""
         try:
-            cur = raw.execute(_BEGIN_WRITE if durable else _BEGIN_NOT_DURABLE, prepare=False)  # three statements: the simple protocol, never prepared
+            # three statements (four with the SET LOCAL): the simple protocol, never prepared
+            cur = raw.execute(_BEGIN_WRITE if durable else _BEGIN_NOT_DURABLE, prepare=False)
             while cur.nextset():
                 pass  # to the last statement's result: the version
             row = cur.fetchone()
