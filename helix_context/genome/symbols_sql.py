@@ -52,32 +52,24 @@ class SymbolReadsMixin:
                 out.setdefault(sym.gene, []).append(sym)
         return out
 
-    def symbols_named(self, leaves: Iterable[str], per_name: int) -> dict[str, list[SymbolRow]]:
-        """Lowercased name → symbols defining it (at most `per_name + 1` each, so the caller sees 'too common')."""
-        return self.named_and_framed(leaves, per_name, ())[0]
-
-    def frame_symbols(self, frames: Iterable[tuple[str, str]]) -> dict[str, list[SymbolRow]]:
-        """Lowercased function name → its definitions in files of the frame's file name.
-
-        A traceback frame names the file, so a name defined in hundreds of places (`__new__`)
-        still points at one or two of them.
-        """
-        return self.named_and_framed((), 0, frames)[1]
-
     def named_and_framed(self, leaves: Iterable[str], per_name: int, frames: Iterable[tuple[str, str]]
                          ) -> tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]:
-        """(symbols_named(leaves, per_name), frame_symbols(frames)), reading each name once.
+        """(lowercased name → symbols defining it, at most `per_name + 1` each so the caller sees 'too
+        common'; lowercased frame function → its definitions in files of the frame's file name).
 
-        Why together: a pasted traceback's functions are also names it uses as code, and each was read
-        twice, one statement per name each time (96 for a 20 KB issue). The frames' functions are read
+        A traceback frame names the file, so a name defined in hundreds of places (`__new__`) still
+        points at one or two of them. Why together: a pasted traceback's functions are also names it
+        uses as code, and each was read twice, one statement per name each time (96 for a 20 KB
+        issue). The frames' functions are read
         in full, in one statement, in the order of the leaf index (by id); a name among them takes the
         first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1` gives."""
         pairs = list(dict.fromkeys((t.lower(), f.lower()) for t, f in frames))
         whole = self._rows_by_leaf([leaf for _, leaf in pairs])
+        names = list(dict.fromkeys(leaves))
+        few = self._rows_by_leaf([leaf for leaf in names if leaf not in whole], per_name + 1)
         named: dict[str, list[SymbolRow]] = {}
-        for leaf in dict.fromkeys(leaves):
-            rows = whole[leaf][:per_name + 1] if leaf in whole else self.conn.execute(
-                f"SELECT {_COLUMNS} FROM symbols WHERE leaf = ? ORDER BY id LIMIT ?", (leaf, per_name + 1)).fetchall()
+        for leaf in names:
+            rows = whole[leaf][:per_name + 1] if leaf in whole else few[leaf]
             if rows:
                 named[leaf] = [SymbolRow(*r) for r in rows]
         framed: dict[str, list[SymbolRow]] = {}
@@ -87,14 +79,22 @@ class SymbolReadsMixin:
                 framed.setdefault(leaf, []).extend(hits)
         return named, framed
 
-    def _rows_by_leaf(self, leaves: Sequence[str]) -> dict[str, list[tuple[Any, ...]]]:
-        """Each name → every symbols row defining it (_COLUMNS, by id; empty: none), one statement per _CHUNK names."""
+    def _rows_by_leaf(self, leaves: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        """Each name → the symbols rows defining it (_COLUMNS, by id; all, or the first `limit`; empty: none),
+        one statement per _CHUNK names."""
         names = list(dict.fromkeys(leaves))
         out: dict[str, list[tuple[Any, ...]]] = {leaf: [] for leaf in names}
         for part in _chunks(names):
             marks = ",".join("?" * len(part))
-            for row in self.conn.execute(f"SELECT leaf, {_COLUMNS} FROM symbols WHERE leaf IN ({marks}) "
-                                         "ORDER BY leaf, id", list(part)):
+            if limit is None:
+                sql, args = (f"SELECT leaf, {_COLUMNS} FROM symbols WHERE leaf IN ({marks}) ORDER BY leaf, id",
+                             list(part))
+            else:  # each name's first rows by id, as `WHERE leaf = ? ORDER BY id LIMIT ?` per name gives
+                sql = (f"SELECT leaf, {_COLUMNS} FROM (SELECT leaf, {_COLUMNS}, ROW_NUMBER() OVER "
+                       f"(PARTITION BY leaf ORDER BY id) AS k FROM symbols WHERE leaf IN ({marks})) AS firsts "
+                       "WHERE k <= ? ORDER BY leaf, id")
+                args = [*part, limit]
+            for row in self.conn.execute(sql, args):
                 out[row[0]].append(row[1:])
         return out
 

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
-from helix_context.genome.fts_text import compound_parts, is_compound, split_identifier
+from helix_context.genome.fts_text import compound_parts, is_compound
 from helix_context.models import QuerySignals
 
 MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
@@ -248,23 +248,14 @@ def _names(text: str, counts: Counter[str]) -> tuple[list[str], list[str]]:
     for word, n in Counter(_IDENT_RE.findall(text)).items():
         if word.isascii() and word.isalnum() and word.islower():  # a plain word: no parts, not a name
             continue
-        if "." not in word:  # most names: one piece (what the loop below does for it, without the calls)
-            split = compound_parts(word)
-            if len(split) >= 2:  # is_compound
-                identifiers.append(word)
-                key = word.lower()
-                counts[key] = get(key, 0) + n
-                parts.extend(split)
-            continue
         pieces = word.split(".")
         for piece in pieces:
-            compound = is_compound(piece)
-            if compound or len(pieces) > 1:
+            split = compound_parts(piece)  # one cached split per piece: empty unless a compound name
+            if split or len(pieces) > 1:
                 identifiers.append(piece)
                 key = piece.lower()
                 counts[key] = get(key, 0) + n
-            if compound:
-                parts.extend(split_identifier(piece))
+            parts.extend(split)
         if len(pieces) > 1 and not _is_file_name(pieces):
             identifiers.append(word)
     return identifiers, parts
