@@ -36,6 +36,7 @@ do not run on the PostgreSQL genome yet (docs/team.md). Targets: ingest â‰¥ 0.5Ã
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +84,11 @@ def timed_ingest(helix: Any, root: Path, data_dir: Path | None = None) -> tuple[
     return wall, own_cpu_s() + (server_cpu_s(data_dir) if data_dir else 0.0) - cpu
 
 
-def drive(helix: Any, qs: list[str], clients: int, per_client: int) -> dict[str, float]:
-    """`clients` threads, each asking `per_client` questions; latency of each call, and the total rate."""
+def drive(helix: Any, qs: list[str], clients: int, per_client: int,
+          server_cpu: Callable[[], float] | None = None) -> dict[str, float]:
+    """`clients` threads, each asking `per_client` questions; latency of each call, and the total rate.
+    With `server_cpu` (the database server's CPU seconds so far), also its CPU per timed question:
+    sampled after the warm-up, so the first questions' reads into empty caches are not in it."""
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -99,15 +104,23 @@ def drive(helix: Any, qs: list[str], clients: int, per_client: int) -> dict[str,
     for q in qs[:10]:  # warm: caches and connections, for every backend alike
         helix.build_context(q)
     threads = [threading.Thread(target=worker, args=(i * 37,)) for i in range(clients)]
+    cpu0 = server_cpu() if server_cpu else 0.0
     t = time.perf_counter()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     wall = time.perf_counter() - t
+    return _row(clients, latencies, wall, server_cpu() - cpu0 if server_cpu else None)
+
+
+def _row(clients: int, latencies: list[float], wall: float, server_s: float | None) -> dict[str, float]:
     ms = [x * 1000 for x in latencies]
-    return {"clients": clients, "n": len(ms), "p50_ms": round(pct(ms, 0.5), 2), "p95_ms": round(pct(ms, 0.95), 2),
-            "qps": round(len(ms) / wall, 1)}
+    row = {"clients": clients, "n": len(ms), "p50_ms": round(pct(ms, 0.5), 2), "p95_ms": round(pct(ms, 0.95), 2),
+           "qps": round(len(ms) / wall, 1)}
+    if server_s is not None:
+        row["server_cpu_ms_per_question"] = round(server_s * 1000 / len(ms), 2)
+    return row
 
 
 def lexical_choice(lite: Any, team: Any, url: str, qs: list[str]) -> dict[str, Any]:
@@ -221,7 +234,8 @@ def _client_process(url: str, env: dict[str, str], qs: list[str], offset: int, p
     helix.close()
 
 
-def drive_procs(url: str, qs: list[str], clients: int, per_client: int) -> dict[str, float]:
+def drive_procs(url: str, qs: list[str], clients: int, per_client: int,
+                server_cpu: Callable[[], float] | None = None) -> dict[str, float]:
     """As drive(), with each client a process of its own (spawned: the same on Windows and Linux)."""
     import multiprocessing as mp
 
@@ -234,15 +248,15 @@ def drive_procs(url: str, qs: list[str], clients: int, per_client: int) -> dict[
         p.start()
     for _ in procs:
         ready.get(timeout=600)
+    cpu0 = server_cpu() if server_cpu else 0.0
     t = time.perf_counter()
     go.set()
     latencies = [x for _ in procs for x in out.get(timeout=1200)]
     wall = time.perf_counter() - t
+    server_s = server_cpu() - cpu0 if server_cpu else None
     for p in procs:
         p.join(timeout=60)
-    ms = [x * 1000 for x in latencies]
-    return {"clients": clients, "n": len(ms), "p50_ms": round(pct(ms, 0.5), 2), "p95_ms": round(pct(ms, 0.95), 2),
-            "qps": round(len(ms) / wall, 1)}
+    return _row(clients, latencies, wall, server_s)
 
 
 def main() -> int:
@@ -346,14 +360,13 @@ def speed(args: argparse.Namespace, settings: Any, admin: str, work: Path) -> di
     runs = [base | {"backend": "sqlite"}]
     mode = "processes" if args.procs else "threads"
     for n in (int(c) for c in args.clients.split(",")):
-        cpu0 = server_cpu_s(work / "pgdata")
+        server = functools.partial(server_cpu_s, work / "pgdata")
         if args.procs:
-            row = drive_procs(url, qs, n, args.requests)
+            row = drive_procs(url, qs, n, args.requests, server)
         else:
             with StatementCounter() as counter:
-                row = drive(team, qs, n, args.requests)
+                row = drive(team, qs, n, args.requests, server)
             row["statements_per_question"] = round(counter.count / (row["n"] + 10), 1)  # drive() warms with 10
-        row["server_cpu_ms_per_question"] = round((server_cpu_s(work / "pgdata") - cpu0) * 1000 / row["n"], 2)
         runs.append(row | {"backend": "postgres", "clients_are": mode})
         extra = (f", {row['statements_per_question']} statements/question" if "statements_per_question" in row else "")
         print(f"postgres {n} client{'s' if n > 1 else ' '} ({mode}): p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "

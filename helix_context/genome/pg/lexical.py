@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import Stemmer
 
 from helix_context.genome import fts_text
@@ -169,14 +170,13 @@ COLUMNS = (None, "body", "tags", "path")  # the order of doc_freqs' counts
 
 
 def doc_freqs(conn: Any, terms: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
-    """Term → genes holding it (any column, body, tags, path): one index-only pass over the terms' postings.
-    A term no gene holds is left out."""
+    """Term → genes holding it (any column, body, tags, path): a key lookup per term in the counts the
+    postings' triggers keep (schema.py: V_TERM_COUNTS). A term no gene holds is left out."""
     wanted = list(dict.fromkeys(terms))
     if not wanted:
         return {}
-    rows = conn.execute("SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), "
-                        "count(*) FILTER (WHERE tf_tags > 0), count(*) FILTER (WHERE tf_path > 0) "
-                        "FROM lex_postings WHERE term = ANY(%s) GROUP BY term", (wanted,)).fetchall()
+    rows = conn.execute("SELECT term, n_all, n_body, n_tags, n_path FROM lex_terms "
+                        "WHERE term = ANY(%s) AND n_all > 0", (wanted,)).fetchall()
     return {str(t): (int(a), int(b), int(c), int(d)) for t, a, b, c, d in rows}
 
 
@@ -326,34 +326,27 @@ def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
     return [gene for gene, _ in search(conn, expr, limit)]
 
 
-def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[str, list[int]]:
-    """term_rowids for many words in one round trip: word → the ids of the genes whose postings hold its
-    expression (`exprs`: word → term expression), at most `limit` each. A word that is not one term
-    (rare: FTS5 would split it) is read on its own."""
-    out: dict[str, list[int]] = {}
+def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[str, np.ndarray]:
+    """term_rowids for many words in one round trip: word → the sorted ids of the genes whose postings hold
+    its expression (`exprs`: word → term expression), at most `limit` each. A word that is not one term
+    (rare: FTS5 would split it) is read on its own. Each word's ids come as one bytea of big-endian int8s,
+    which numpy reads as it is (an int8[] became a Python int per id: up to 20k per word)."""
+    out: dict[str, np.ndarray] = {}
     single: dict[str, str] = {}  # word → the one posting term it is
     for word, expr in exprs.items():
         query = parse(expr)
         if not query.groups or limit <= 0:
-            out[word] = []
+            out[word] = np.zeros(0, np.int64)
         elif len(query.groups) == 1 and len(query.groups[0]) == 1:
             single[word] = query.groups[0][0]
         else:
-            out[word] = term_rowids(conn, expr, limit)
+            out[word] = np.asarray(term_rowids(conn, expr, limit), dtype=np.int64)
     if single:
-        rows = conn.execute("SELECT t.term, (SELECT array_agg(gene) FROM (SELECT gene FROM lex_postings AS p "
-                            "WHERE p.term = t.term ORDER BY gene LIMIT %s) AS s) FROM unnest(%s::text[]) AS t(term)",
-                            (limit, list(dict.fromkeys(single.values())))).fetchall()
-        found = {str(term): [int(g) for g in genes] for term, genes in rows if genes}
-        out.update((word, found.get(term, [])) for word, term in single.items())
+        with conn.cursor(binary=True) as cur:
+            rows = cur.execute("SELECT t.term, (SELECT string_agg(int8send(s.gene), ''::bytea ORDER BY s.gene) "
+                               "FROM (SELECT gene FROM lex_postings AS p WHERE p.term = t.term ORDER BY gene LIMIT %s) "
+                               "AS s) FROM unnest(%s::text[]) AS t(term)",
+                               (limit, list(dict.fromkeys(single.values())))).fetchall()
+        found = {str(term): np.frombuffer(ids, dtype=">i8").astype(np.int64) for term, ids in rows if ids}
+        out.update((word, found.get(term, np.zeros(0, np.int64))) for word, term in single.items())
     return out
-
-
-def term_doc_counts(conn: Any, terms: Sequence[str]) -> dict[str, int]:
-    """Stemmed term → genes holding it (symbols_sql.term_doc_counts' contract)."""
-    wanted = list(dict.fromkeys(terms))
-    if not wanted:
-        return {}
-    rows = conn.execute("SELECT term, count(*) FROM lex_postings WHERE term = ANY(%s) GROUP BY term",
-                        (wanted,)).fetchall()
-    return {str(t): int(n) for t, n in rows}

@@ -31,6 +31,12 @@ _INVARIANTS: tuple[tuple[str, str], ...] = (
     ("document rows listing other terms than their postings",
      "SELECT count(*) FROM lex_docs d LEFT JOIN (SELECT gene, count(*) AS n FROM lex_postings GROUP BY gene) p "
      "ON p.gene = d.gene WHERE COALESCE(p.n, 0) <> COALESCE(cardinality(string_to_array(d.terms, ' ')), 0)"),
+    # document counts are kept by the postings' triggers (schema.py: V_TERM_COUNTS); a drift would skew every idf
+    ("terms whose document counts differ from their postings",
+     "SELECT count(*) FROM (SELECT term, count(*) AS n, count(*) FILTER (WHERE tf_body > 0) AS b, "
+     "count(*) FILTER (WHERE tf_tags > 0) AS t, count(*) FILTER (WHERE tf_path > 0) AS p FROM lex_postings "
+     "GROUP BY term) c FULL JOIN lex_terms k ON k.term = c.term WHERE (c.n, c.b, c.t, c.p) IS DISTINCT FROM "
+     "(k.n_all, k.n_body, k.n_tags, k.n_path)"),
     ("source rows naming a retired gene",
      "SELECT count(*) FROM gene_sources s JOIN genes g ON g.id = s.gene WHERE g.retired_at IS NOT NULL"),
     ("live genes held by no source row and no file",

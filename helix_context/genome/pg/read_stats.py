@@ -32,7 +32,6 @@ class ReadStats:
         self._generation = generation
         self._lock = threading.Lock()
         self._at = -1
-        self._live: int | None = None
         self._corpus: tuple[int, int] | None = None
         self._freqs: dict[str, tuple[int, int, int, int]] = {}
 
@@ -40,20 +39,12 @@ class ReadStats:
         """The generation now; the memory is emptied first when it moved (call under the lock)."""
         generation = self._generation()
         if generation != self._at or len(self._freqs) > MAX_TERMS:
-            self._at, self._live, self._corpus, self._freqs = generation, None, None, {}
+            self._at, self._corpus, self._freqs = generation, None, {}
         return generation
 
     def live_genes(self, conn: Any) -> int:
-        with self._lock:
-            generation = self._current()
-            if self._live is not None:
-                return self._live
-        row = conn.execute("SELECT count(*) FROM lex_docs").fetchone()
-        live = int(row[0]) if row else 0
-        with self._lock:
-            if self._at == generation:  # a write in between: this count belongs to the old genome
-                self._live = live
-        return live
+        """Live genes: BM25's N (lex_docs holds a row per live gene), so both come from one scan."""
+        return self.corpus(conn)[0]
 
     def corpus(self, conn: Any) -> tuple[int, int]:
         """(N, total tokens) for BM25."""
@@ -138,11 +129,14 @@ class PostingSets:
             known = {t: self._sets[(t, column)] for t in terms if (t, column) in self._sets}
         missing = [t for t in dict.fromkeys(terms) if t not in known]
         if missing:
-            where = f" AND tf_{column} > 0" if column in ("body", "tags", "path") else ""
+            where = f" AND p.tf_{column} > 0" if column in ("body", "tags", "path") else ""
+            # each word's ids as one bytea of big-endian int8s: numpy reads it as it comes, where an int8[]
+            # became a Python int per id first (538k ids of ten common words at 96k genes: 25 ms → 1 ms)
             with conn.cursor(binary=True) as cur:
-                rows = cur.execute("SELECT term, array_agg(gene ORDER BY gene) FROM lex_postings "
-                                   f"WHERE term = ANY(%s){where} GROUP BY term", (missing,)).fetchall()
-            found = {str(t): np.asarray(ids, dtype=np.int64) for t, ids in rows}
+                rows = cur.execute("SELECT t.term, (SELECT string_agg(int8send(p.gene), ''::bytea ORDER BY p.gene) "
+                                   f"FROM lex_postings p WHERE p.term = t.term{where}) "
+                                   "FROM unnest(%s::text[]) AS t(term)", (missing,)).fetchall()
+            found = {str(t): np.frombuffer(ids, dtype=">i8").astype(np.int64) for t, ids in rows if ids}
             read = {t: found.get(t, np.zeros(0, np.int64)) for t in missing}
             with self._lock:
                 if self._at == generation:

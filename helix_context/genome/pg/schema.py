@@ -207,5 +207,52 @@ END $$;
 CREATE TRIGGER lex_docs_gone AFTER DELETE ON lex_docs FOR EACH ROW EXECUTE FUNCTION helix_lex_docs_gone();
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS)
+# Each term's document counts kept as the postings change (issue 27: 8 clients at 100k genes). Retrieval
+# weighs every word of a question by how many genes hold it; counted from the postings that was a pass
+# over each new word's postings (6.9 ms of a 14 ms question at 96k genes, profile_team_reads.py), and
+# every write by any teammate empties each backend's remembered counts (read_stats.py). Kept here, a
+# count is one key lookup. Statement triggers on lex_postings keep them, so every path that adds or
+# removes postings (the write door's COPY, the document rows' delete trigger, a gene deleted by hand)
+# keeps them exact; each statement's terms are added in term order, so two writers take the rows'
+# locks in one order. A term no gene holds any more loses its row (bounded by the live vocabulary).
+V_TERM_COUNTS = """
+CREATE TABLE lex_terms (
+    term   text PRIMARY KEY,
+    n_all  integer NOT NULL,  -- genes holding the term in any column
+    n_body integer NOT NULL,
+    n_tags integer NOT NULL,
+    n_path integer NOT NULL
+) WITH (fillfactor = 70);  -- room on each page for updates that need no index change (HOT)
+INSERT INTO lex_terms
+    SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0),
+           count(*) FILTER (WHERE tf_path > 0)
+    FROM lex_postings GROUP BY term;
+CREATE FUNCTION helix_lex_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path)
+        SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0),
+               count(*) FILTER (WHERE tf_path > 0)
+        FROM added GROUP BY term ORDER BY term
+    ON CONFLICT (term) DO UPDATE SET n_all = t.n_all + excluded.n_all, n_body = t.n_body + excluded.n_body,
+        n_tags = t.n_tags + excluded.n_tags, n_path = t.n_path + excluded.n_path;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION helix_lex_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path)
+        SELECT term, -count(*), -count(*) FILTER (WHERE tf_body > 0), -count(*) FILTER (WHERE tf_tags > 0),
+               -count(*) FILTER (WHERE tf_path > 0)
+        FROM removed GROUP BY term ORDER BY term
+    ON CONFLICT (term) DO UPDATE SET n_all = t.n_all + excluded.n_all, n_body = t.n_body + excluded.n_body,
+        n_tags = t.n_tags + excluded.n_tags, n_path = t.n_path + excluded.n_path;
+    DELETE FROM lex_terms t USING (SELECT DISTINCT term FROM removed) AS r WHERE t.term = r.term AND t.n_all <= 0;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lex_terms_added AFTER INSERT ON lex_postings REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION helix_lex_terms_added();
+CREATE TRIGGER lex_terms_removed AFTER DELETE ON lex_postings REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION helix_lex_terms_removed();
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS)
 SCHEMA_VERSION = len(MIGRATIONS)

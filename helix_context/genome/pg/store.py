@@ -356,8 +356,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     def term_rowid_lists(self, terms: Sequence[str], limit: int) -> dict[str, np.ndarray]:
         """term_rowids for many terms in one round trip (fulltext.FullTextMixin.term_rowid_lists on SQLite)."""
-        found = lexical.term_rowid_lists(self._raw(), {t: fts_text.quote_term(t) for t in terms}, limit)
-        return {t: np.asarray(ids, dtype=np.int64) for t, ids in found.items()}
+        return lexical.term_rowid_lists(self._raw(), {t: fts_text.quote_term(t) for t in terms}, limit)
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:

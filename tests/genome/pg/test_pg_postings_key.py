@@ -26,6 +26,9 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
     helix.ingest_path(tree)
     helix.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:  # what schema version 3 left behind
+        conn.execute("DROP TABLE lex_terms")  # version 5's
+        conn.execute("DROP FUNCTION helix_lex_terms_added() CASCADE")
+        conn.execute("DROP FUNCTION helix_lex_terms_removed() CASCADE")
         conn.execute("DROP TRIGGER lex_docs_gone ON lex_docs")
         conn.execute("DROP FUNCTION helix_lex_docs_gone()")
         conn.execute("ALTER TABLE lex_docs DROP COLUMN terms")
