@@ -326,11 +326,16 @@ def term_rowids(conn: Any, expr: str, limit: int) -> list[int]:
     return [gene for gene, _ in search(conn, expr, limit)]
 
 
+def gene_ids(packed: bytes | None) -> np.ndarray:
+    """Gene ids sent as one bytea of big-endian int8s (`string_agg(int8send(gene), '')`), as an int64 array.
+    Why a bytea: numpy reads it as it comes, where an int8[] became a Python int per id first."""
+    return np.frombuffer(packed, dtype=">i8").astype(np.int64) if packed else np.zeros(0, np.int64)
+
+
 def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[str, np.ndarray]:
     """term_rowids for many words in one round trip: word → the sorted ids of the genes whose postings hold
     its expression (`exprs`: word → term expression), at most `limit` each. A word that is not one term
-    (rare: FTS5 would split it) is read on its own. Each word's ids come as one bytea of big-endian int8s,
-    which numpy reads as it is (an int8[] became a Python int per id: up to 20k per word)."""
+    (rare: FTS5 would split it) is read on its own. Each word's ids come as one bytea (`gene_ids`)."""
     out: dict[str, np.ndarray] = {}
     single: dict[str, str] = {}  # word → the one posting term it is
     for word, expr in exprs.items():
@@ -347,6 +352,6 @@ def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[st
                                "FROM (SELECT gene FROM lex_postings AS p WHERE p.term = t.term ORDER BY gene LIMIT %s) "
                                "AS s) FROM unnest(%s::text[]) AS t(term)",
                                (limit, list(dict.fromkeys(single.values())))).fetchall()
-        found = {str(term): np.frombuffer(ids, dtype=">i8").astype(np.int64) for term, ids in rows if ids}
+        found = {str(term): gene_ids(ids) for term, ids in rows}
         out.update((word, found.get(term, np.zeros(0, np.int64))) for word, term in single.items())
     return out
