@@ -258,5 +258,11 @@ CREATE TRIGGER lex_terms_removed AFTER DELETE ON lex_postings REFERENCING OLD TA
     FOR EACH STATEMENT EXECUTE FUNCTION helix_lex_terms_removed();
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS)
+# each project's live gene ids and counts from an index alone, as on SQLite (genome/schema.py: V7_LIVE_PROJECTS)
+V_LIVE_PROJECTS = """
+CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
+                               V_LIVE_PROJECTS)
 SCHEMA_VERSION = len(MIGRATIONS)

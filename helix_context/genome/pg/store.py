@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -354,6 +354,16 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
     def term_rowids(self, term: str, limit: int) -> list[int]:
         """Gene ids whose postings hold `term`, at most `limit` (fulltext.FullTextMixin.term_rowids on SQLite)."""
         return lexical.term_rowids(self._raw(), fts_text.quote_term(term), limit)
+
+    def project_rowids(self, projects: Collection[str]) -> np.ndarray:
+        """Sorted ids of the live genes of `projects` (projects_sql.ProjectsMixin's), as one bytea (lexical.gene_ids)."""
+        names = sorted(set(projects))
+        if not names:
+            return np.zeros(0, np.int64)
+        with self._raw().cursor(binary=True) as cur:
+            row = cur.execute("SELECT string_agg(int8send(id), ''::bytea ORDER BY id) FROM genes "
+                              "WHERE project = ANY(%s) AND retired_at IS NULL", (names,)).fetchone()
+        return lexical.gene_ids(row[0] if row else None)
 
     def term_rowid_lists(self, terms: Sequence[str], limit: int) -> dict[str, np.ndarray]:
         """term_rowids for many terms in one round trip (fulltext.FullTextMixin.term_rowid_lists on SQLite)."""

@@ -112,3 +112,21 @@ def test_postings_tokenized_by_parse_workers_are_the_ones_the_writer_would_make(
             assert stored[rowid] == want, gene.source_path
     finally:
         team.close()
+
+
+def test_each_projects_live_gene_ids_on_both_backends(both, tree: Path) -> None:  # noqa: F811
+    """The scope's gene ids (read from an index as one value, not a row per gene) are the live genes of
+    the projects asked, sorted, on both backends, and a retired gene leaves them."""
+    for helix in both:
+        projects = helix.genome.live_projects()
+        assert sum(projects.values()) > 0
+        name = max(projects, key=projects.__getitem__)
+        truth = [r[0] for r in helix.genome.conn.execute(
+            "SELECT id FROM genes WHERE project = ? AND retired_at IS NULL ORDER BY id", (name,)).fetchall()]
+        assert helix.genome.project_rowids([name]).tolist() == truth and len(truth) == projects[name]
+        assert helix.genome.project_rowids(["no such project"]).size == 0
+        retired = next(p for p in sorted(tree.rglob("*.py")))
+        helix.genome.retire_source(str(retired))
+        left = helix.genome.project_rowids([name]).tolist()
+        assert len(left) < len(truth) and set(left) < set(truth) and left == sorted(left)
+        assert helix.genome.live_projects()[name] == len(left)

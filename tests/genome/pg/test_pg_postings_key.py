@@ -26,6 +26,7 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
     helix.ingest_path(tree)
     helix.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:  # what schema version 3 left behind
+        conn.execute("DROP INDEX genes_live_project")  # version 6's
         conn.execute("DROP TABLE lex_terms")  # version 5's
         conn.execute("DROP FUNCTION helix_lex_terms_added() CASCADE")
         conn.execute("DROP FUNCTION helix_lex_terms_removed() CASCADE")
