@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-
 from helix_context.genome.pg import lexical
 
 MAX_TERMS = 50_000

@@ -88,3 +88,31 @@ def fresh_database(pg_server: str) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION vector")
     return url
+
+
+# What each schema version added, undone (newest first): a test that upgrades an older team genome
+# builds it by migrating a fresh one, then undoing down to the version it needs.
+_UNDO: dict[int, tuple[str, ...]] = {
+    6: ("DROP INDEX genes_live_project",),
+    5: ("DROP TABLE lex_terms", "DROP FUNCTION helix_lex_terms_added() CASCADE",
+        "DROP FUNCTION helix_lex_terms_removed() CASCADE"),
+    4: ("DROP TRIGGER lex_docs_gone ON lex_docs", "DROP FUNCTION helix_lex_docs_gone()",
+        "ALTER TABLE lex_docs DROP COLUMN terms",
+        "ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_gene_fkey FOREIGN KEY (gene) "
+        "REFERENCES genes(id) ON DELETE CASCADE",
+        "CREATE INDEX lex_postings_gene ON lex_postings(gene)"),
+}
+
+
+def as_schema_version(url: str, version: int) -> None:
+    """Leave the team genome at `url` as schema version `version` left it (its data kept)."""
+    import psycopg
+
+    from helix_context.genome.pg.schema import SCHEMA_VERSION
+
+    assert set(range(version + 1, SCHEMA_VERSION + 1)) <= set(_UNDO), "an undo is missing for a newer version"
+    with psycopg.connect(url, autocommit=True) as conn:
+        for undone in range(SCHEMA_VERSION, version, -1):
+            for statement in _UNDO[undone]:
+                conn.execute(statement)
+        conn.execute("UPDATE helix_meta SET value = %s WHERE key = 'schema_version'", (str(version),))

@@ -11,6 +11,8 @@ import psycopg
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 
+from .conftest import as_schema_version
+
 _STRAY = ("SELECT count(*) FROM lex_postings p WHERE NOT EXISTS "
           "(SELECT 1 FROM genes g WHERE g.id = p.gene AND g.retired_at IS NULL)")
 
@@ -25,18 +27,8 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
     helix = HelixContextManager(chosen)
     helix.ingest_path(tree)
     helix.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # what schema version 3 left behind
-        conn.execute("DROP INDEX genes_live_project")  # version 6's
-        conn.execute("DROP TABLE lex_terms")  # version 5's
-        conn.execute("DROP FUNCTION helix_lex_terms_added() CASCADE")
-        conn.execute("DROP FUNCTION helix_lex_terms_removed() CASCADE")
-        conn.execute("DROP TRIGGER lex_docs_gone ON lex_docs")
-        conn.execute("DROP FUNCTION helix_lex_docs_gone()")
-        conn.execute("ALTER TABLE lex_docs DROP COLUMN terms")
-        conn.execute("ALTER TABLE lex_postings ADD CONSTRAINT lex_postings_gene_fkey FOREIGN KEY (gene) "
-                     "REFERENCES genes(id) ON DELETE CASCADE")
-        conn.execute("CREATE INDEX lex_postings_gene ON lex_postings(gene)")
-        conn.execute("UPDATE helix_meta SET value = '3' WHERE key = 'schema_version'")
+    as_schema_version(pg_url, 3)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
         postings = conn.execute("SELECT count(*) FROM lex_postings").fetchone()[0]
     helix = HelixContextManager(chosen)
     try:

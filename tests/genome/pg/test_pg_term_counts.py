@@ -12,6 +12,8 @@ from helix_context.config import Settings
 from helix_context.genome.pg import lexical
 from helix_context.manager import HelixContextManager
 
+from .conftest import as_schema_version
+
 _COUNTED = ("SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0), "
             "count(*) FILTER (WHERE tf_path > 0) FROM lex_postings GROUP BY term")
 
@@ -34,12 +36,7 @@ def test_term_counts_follow_every_write_and_an_older_genome_is_filled(settings: 
     helix = HelixContextManager(chosen)
     helix.ingest_path(tree)
     helix.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # what schema version 4 left behind
-        conn.execute("DROP INDEX genes_live_project")  # version 6's
-        conn.execute("DROP TABLE lex_terms")
-        conn.execute("DROP FUNCTION helix_lex_terms_added() CASCADE")
-        conn.execute("DROP FUNCTION helix_lex_terms_removed() CASCADE")
-        conn.execute("UPDATE helix_meta SET value = '4' WHERE key = 'schema_version'")
+    as_schema_version(pg_url, 4)
     helix = HelixContextManager(chosen)
     try:
         kept, counted = _kept_and_counted(pg_url)
