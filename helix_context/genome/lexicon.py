@@ -52,7 +52,7 @@ class LexiconMixin:
 class Counts(Protocol):
     """What the per-generation memories below read through: the genome (either backend)."""
 
-    def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def word_doc_counts(self, words: Sequence[str]) -> dict[str, int]: ...
 
     def doc_count_upto(self, expr: str, cap: int) -> int: ...
 
@@ -83,7 +83,7 @@ class _PerGeneration:
 
 
 class ExactDocCounts(_PerGeneration):
-    """Exact genes-per-word counts (fts5vocab), remembered per generation.
+    """Exact genes-per-word counts (fts5vocab), remembered per generation, by the word as written.
 
     The verdicts' relevance weighs a query's words by idf, so it needs exact counts;
     fts5vocab walks a word's whole posting list for one (tens of ms for a common word
@@ -94,16 +94,16 @@ class ExactDocCounts(_PerGeneration):
         super().__init__(generation, limit)
         self._genome = genome
 
-    def get(self, terms: Sequence[str]) -> dict[str, int]:
-        """Indexed term → genes holding it; terms no gene holds are left out (as genome.term_doc_counts),
-        from the genome this memory was made for."""
+    def get(self, words: Sequence[str]) -> dict[str, int]:
+        """Word as written (never stemmed: the genome's tokenizer does that) → genes holding it; words no
+        gene holds are left out (as genome.word_doc_counts), from the genome this memory was made for."""
         generation = self._generation()
         with self._lock:
             counts = self._counts_for(generation)
-            known = {t: counts[t] for t in terms if t in counts}
-        missing = [t for t in dict.fromkeys(terms) if t not in known]
+            known = {t: counts[t] for t in words if t in counts}
+        missing = [t for t in dict.fromkeys(words) if t not in known]
         if missing:
-            found = self._genome.term_doc_counts(missing)
+            found = self._genome.word_doc_counts(missing)
             read = {t: found.get(t, 0) for t in missing}
             self._remember(generation, read)
             known.update(read)

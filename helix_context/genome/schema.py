@@ -15,6 +15,8 @@ from __future__ import annotations
 #    kept its old path and tags in its row, and a later delete left stale index entries behind
 #    ("database disk image is malformed" on searches that scored them).
 FTS_VERSION = 3
+# the full-text index's tokenizer (V1 below spells it out; fts_terms.py tokenizes query words with it)
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2 tokenchars '_'"
 
 V1 = """
 CREATE TABLE meta (

@@ -9,11 +9,15 @@ pg/qmark.py), and the two answers PostgreSQL keeps in memory instead of asking
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from helix_context.genome.fts_terms import fts5_terms
+from helix_context.genome.fts_text import quote_term
+
 _CHUNK = 500  # SQLite's bound-parameter limit is far above this; keeps statements cacheable
+_ALL = 1 << 40  # a count "up to" this is exact
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,10 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]
 
 
 class SymbolReadsMixin:
-    """Needs `conn` from the genome."""
+    """Needs `conn` from the genome, and `doc_count_upto` (lexicon.LexiconMixin)."""
 
     conn: Any
+    doc_count_upto: Callable[[str, int], int]
 
     def symbols_in_genes(self, genes: Iterable[int]) -> dict[int, list[SymbolRow]]:
         """Gene rowid → the symbols whose first line it holds, in line order."""
@@ -111,6 +116,26 @@ class SymbolReadsMixin:
             row = self.conn.execute("SELECT doc FROM genes_fts_vocab WHERE term = ?", (term,)).fetchone()
             if row is not None:
                 out[term] = int(row[0])
+        return out
+
+    def index_terms(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Each written word → the terms this genome's index holds for it (FTS5's own tokenizer)."""
+        return fts5_terms(words)
+
+    def word_doc_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """Written word → number of genes holding it, exact; words no gene holds are left out.
+
+        The word is turned into terms by the index's own tokenizer (`index_terms`), never stemmed
+        here first: a stem stemmed again is another word (fts_terms.py says why)."""
+        terms = self.index_terms(words)
+        single = {w: t[0] for w, t in terms.items() if len(t) == 1}
+        counted = self.term_doc_counts(list(dict.fromkeys(single.values())))
+        out = {w: counted[t] for w, t in single.items() if t in counted}
+        for word, held in terms.items():
+            if len(held) > 1:  # a word the tokenizer splits: the genes holding all of its parts as a phrase
+                n = self.doc_count_upto(quote_term(word), _ALL)
+                if n:
+                    out[word] = n
         return out
 
     def code_rowids(self, rowids: Iterable[int]) -> set[int]:

@@ -9,7 +9,7 @@ ingested without one, e.g. a corpus of API texts) the whole genome's statistics 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from helix_context.genome.fts_text import fts_tokens
 from helix_context.models import QuerySignals, ScoredGene
 from helix_context.retrieve.scope import count_in
-from helix_context.weigh.relevance import gene_words, idf_weights, query_words
+from helix_context.weigh.relevance import gene_words, idf_weights, query_word_forms
 from helix_context.weigh.silence import Silence, SilenceRule, features, judge
 
 if TYPE_CHECKING:
@@ -31,9 +31,11 @@ NO_GENES = np.empty(0, dtype=np.int64)
 
 def _project_counts(retriever: Retriever, words: Sequence[str], allowed: np.ndarray | None,
                     names: Sequence[str] = ()) -> tuple[dict[str, int], int]:
-    """(word → the project's genes holding it, the project's live genes); counts are remembered per
-    generation (questions share their words, and a common word's postings are the costly part). The
-    words not remembered yet are read together (`term_rowid_lists`: one statement, not one per word)."""
+    """(word → the project's genes holding it, the project's live genes); `words` as written, never
+    stemmed (the genome's tokenizer stems each once: genome/fts_terms.py says why). Counts are
+    remembered per generation (questions share their words, and a common word's postings are the
+    costly part). The words not remembered yet are read together (`term_rowid_lists`: one statement,
+    not one per word)."""
     genome = retriever.genome
     if allowed is None:
         return retriever.doc_counts.get(list(words)), genome.live_gene_count()
@@ -69,9 +71,14 @@ def _allowed(retriever: Retriever, names: Sequence[str]) -> np.ndarray | None:
 
 def project_word_counts(retriever: Retriever, words: Sequence[str], names: Sequence[str]
                         ) -> tuple[dict[str, int], int]:
-    """(word → the projects' genes holding it, the projects' live genes): the statistics a question
-    scoped to `names` is judged against (no names: the whole genome's)."""
+    """(word as written → the projects' genes holding it, the projects' live genes): the statistics a
+    question scoped to `names` is judged against (no names: the whole genome's)."""
     return _project_counts(retriever, words, _allowed(retriever, names), names)
+
+
+def _by_stem(forms: Mapping[str, str], counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts read by written word → by the stem each stands for (what relevance and silence weigh)."""
+    return {stem: counts[word] for stem, word in forms.items() if counts.get(word)}
 
 
 def scoped_term_weights(retriever: Retriever, qs: QuerySignals, names: Sequence[str]) -> dict[str, float]:
@@ -80,24 +87,26 @@ def scoped_term_weights(retriever: Retriever, qs: QuerySignals, names: Sequence[
     Why the project's own counts: a word another project uses everywhere is common in the genome but
     may be what singles out the answer in this one, and a word only another project holds is absent
     here (it weighs ABSENT_WORD_FACTOR × the highest): the item is judged as if its project were indexed alone."""
-    words = query_words(qs)
-    if not words:
+    forms = query_word_forms(qs)
+    if not forms:
         return {}
-    counts, genes = project_word_counts(retriever, words, names)
-    return idf_weights(words, counts, genes)
+    counts, genes = project_word_counts(retriever, list(forms.values()), names)
+    return idf_weights(list(forms), _by_stem(forms, counts), genes)
 
 
 def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], items: Sequence[ScoredGene],
                 per_signal: dict[str, dict[int, float]], dense_on: bool, rule: SilenceRule = RULE) -> Silence:
     """Speak or stay silent for this query, judged against the projects `names` (empty: the genome)."""
     allowed = _allowed(retriever, names)
-    words = query_words(qs)
+    forms = query_word_forms(qs)
     idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
     # the words and the names counted in one read (a pasted issue's new ones: one statement, not two)
-    counts, genes = _project_counts(retriever, [*words, *sorted(idents.difference(words))], allowed, names)
+    written = list(forms.values())
+    counts, genes = _project_counts(retriever, [*written, *sorted(idents.difference(written))], allowed, names)
     held_idents = sum(1 for t in idents if counts.get(t, 0) > 0)
     best_words = [gene_words(it.gene) for it in items[:BEST_ITEMS]]
     cosines = sorted(per_signal.get("dense", {}).values(), reverse=True) if dense_on else None
-    f = features(words, counts, genes, best_words, held_idents, (cosines or None) if dense_on else None)
+    f = features(list(forms), _by_stem(forms, counts), genes, best_words, held_idents,
+                 (cosines or None) if dense_on else None)
     project = ",".join(names) if names else None
     return judge(f, rule, project)

@@ -52,7 +52,10 @@ _LOCAL = threading.local()  # a PyStemmer object is not thread-safe: one per thr
 
 
 def stem_words(words: list[str]) -> list[str]:
-    """Porter stems as FTS5's `porter` tokenizer makes them (PyStemmer's porter is the same algorithm)."""
+    """Porter stems, nearly as FTS5's `porter` tokenizer makes them: the two part on a few words ("topology",
+    "possibly", words under three letters, diacritics), so a stem here is compared with stems made here
+    (gene_words, the weights' keys) and never handed to the index, which would stem it again: counts are
+    read by the written word (genome/fts_terms.py)."""
     stem = getattr(_LOCAL, "stem", None)
     if stem is None:
         import Stemmer

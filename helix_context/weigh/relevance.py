@@ -34,12 +34,25 @@ MAX_QUERY_WORDS = 64  # a pasted issue: its first words carry the question
 ABSENT_WORD_FACTOR = 2.0
 
 
-def query_words(qs: QuerySignals) -> list[str]:
-    """The query's words as the index stores them (lowercased, porter-stemmed), each once."""
+def query_word_forms(qs: QuerySignals) -> dict[str, str]:
+    """The query's words, each once: stem (lowercased, porter-stemmed, as gene_words makes them) → the
+    word as first written. Counts are read by the written word: the genome's tokenizer stems it once."""
     words: list[str] = []
     for item in (*qs.terms, *qs.identifiers, *qs.identifier_parts):
         words.extend(t for t in fts_tokens(item) if len(t) > 1 and not t.isdigit())
-    return list(dict.fromkeys(stem_words(list(dict.fromkeys(words)))))[:MAX_QUERY_WORDS]
+    written = list(dict.fromkeys(words))
+    forms: dict[str, str] = {}
+    for word, stem in zip(written, stem_words(written), strict=True):
+        if stem not in forms:
+            if len(forms) == MAX_QUERY_WORDS:
+                break
+            forms[stem] = word
+    return forms
+
+
+def query_words(qs: QuerySignals) -> list[str]:
+    """The query's words as stems (query_word_forms), each once."""
+    return list(query_word_forms(qs))
 
 
 def idf_weights(words: list[str], doc_counts: Mapping[str, int], genes: int) -> dict[str, float]:

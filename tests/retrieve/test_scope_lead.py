@@ -12,7 +12,7 @@ from pathlib import Path
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 from helix_context.retrieve.scope import LEAD_MARGIN, lead
-from helix_context.weigh.relevance import gene_words, idf_weights, query_words, relevance
+from helix_context.weigh.relevance import gene_words, idf_weights, query_word_forms, relevance
 
 # (rowid, fused score), best first
 DOCS_PAGE = {10: "docs/flashing.rst", 11: "docs/flashing.rst", 12: "docs/flashing.rst", 13: "docs/flashing.rst",
@@ -127,10 +127,11 @@ def test_item_relevance_is_weighed_against_the_scoped_projects_own_statistics(
         assert set(scoped) <= set(GARDEN) and len(scoped) >= 2
         genes = {Path(it.gene.source_path or "").name: it.gene
                  for it in both.retriever.retrieve(QUERY, project="garden", gate=False, max_genes=10).items}
-        words = query_words(both.retriever.retrieve(QUERY, gate=False).query)
+        forms = query_word_forms(both.retriever.retrieve(QUERY, gate=False).query)
 
         def weights(helix: HelixContextManager) -> dict[str, float]:
-            return idf_weights(words, helix.retriever.doc_counts.get(words),
+            counts = helix.retriever.doc_counts.get(list(forms.values()))
+            return idf_weights(list(forms), {s: counts.get(w, 0) for s, w in forms.items()},
                                helix.genome.live_gene_count())
 
         solo, whole = weights(alone), weights(both)

@@ -44,6 +44,10 @@ class PgCountsMixin:
         return lexical.doc_count_upto(raw, expr, cap, stats=self._stats.corpus(raw),
                                       freqs=lambda terms: self._stats.doc_freqs(raw, terms))
 
+    def index_terms(self, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Each written word → the posting terms it is (lexical.py's tokenizer, which built the postings)."""
+        return {w: tuple(dict.fromkeys(lexical.tokens(w))) for w in dict.fromkeys(words)}
+
     def term_doc_counts(self, terms: Sequence[str]) -> dict[str, int]:
         counts = self._stats.doc_freqs(self._raw(), list(terms))
         return {t: n[0] for t, n in counts.items() if n[0]}

@@ -10,6 +10,7 @@ from helix_context.config import Settings
 from helix_context.genome.pg import lexical
 from helix_context.manager import HelixContextManager
 
+from tests.retrieve.test_word_counts import assert_counted_as_held, write_tree
 from ..test_term_rowid_lists import awkward_words
 from .test_pg_parity import tree  # noqa: F401  (the fixture, used by name)
 
@@ -130,3 +131,19 @@ def test_each_projects_live_gene_ids_on_both_backends(both, tree: Path) -> None:
         left = helix.genome.project_rowids([name]).tolist()
         assert len(left) < len(truth) and set(left) < set(truth) and left == sorted(left)
         assert helix.genome.live_projects()[name] == len(left)
+
+
+def test_question_words_are_counted_as_the_postings_hold_them(settings: Settings, pg_url: str,
+                                                              tmp_path: Path) -> None:
+    """The silence gate's and the items' word counts on a team genome: each word stemmed once, by the
+    postings' own tokenizer (tests/retrieve/test_word_counts.py on SQLite)."""
+    shop, garden = write_tree(tmp_path / "words")
+    team = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                genome={"url": pg_url}))
+    try:
+        team.ingest_path(shop, project="shop")
+        team.ingest_path(garden, project="garden")
+        assert_counted_as_held(team, ("shop",))
+        assert_counted_as_held(team, ())
+    finally:
+        team.close()
