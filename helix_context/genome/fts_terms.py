@@ -23,7 +23,7 @@ def _connection() -> sqlite3.Connection:
     conn: sqlite3.Connection | None = getattr(_LOCAL, "conn", None)
     if conn is None:
         conn = sqlite3.connect(":memory:", isolation_level=None)
-        conn.execute(f"CREATE VIRTUAL TABLE words USING fts5(word, tokenize={_sql_string(FTS_TOKENIZER)}, detail=none)")
+        conn.execute(f"CREATE VIRTUAL TABLE words USING fts5(word, tokenize={_sql_string(FTS_TOKENIZER)})")
         conn.execute("CREATE VIRTUAL TABLE terms USING fts5vocab(words, 'instance')")
         _LOCAL.conn = conn
     return conn
