@@ -403,7 +403,7 @@ class HelixContextManager:
         delivered = [item.gene.rowid for item in retrieval.items[:len(window.genes)] if item.gene.rowid]
         if record and delivered:
             try:
-                self.genome.record_delivery(delivered)
+                self.genome.queue_delivery(delivered)
             except GenomeError as exc:  # learning is best effort; the answer is already built
                 log.warning("could not record co-activation: %s", exc)
             self.retention.tick()

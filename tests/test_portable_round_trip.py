@@ -58,6 +58,7 @@ def test_answers_survive_a_round_trip_into_a_fresh_home(server_factory, tmp_path
         assert first.app.state.sources.wait_idle(120)
         for question in QUESTIONS:  # use: co-activation links, a session, activity rows
             assert client.post("/context", json={"query": question}).status_code == 200
+    first.app.state.helix.genome.flush_deliveries()  # written by the server within half a second anyway
     exported = tmp_path / "genome.hxg"
     assert cli.main(["export", str(exported), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)

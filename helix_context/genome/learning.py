@@ -9,12 +9,23 @@ buffer or co-activation.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from helix_context.genome.deliveries import Delivery, DeliveryBatcher
 from helix_context.genome.retention import PartyScope, WriteCaps, cap_buffer, cap_edges, cap_sessions
 from helix_context.models import Gene
+
+
+_BATCHER_LOCK = threading.Lock()  # the first queued delivery of each genome makes its batcher once
+MAX_DELIVERED = 24  # genes of one answer whose pairs are counted (24 genes: 276 pairs)
+
+
+def _delivered(rowids: Sequence[int]) -> tuple[int, ...]:
+    return tuple(sorted(set(int(r) for r in rowids))[:MAX_DELIVERED])
 
 
 class LearningMixin:
@@ -49,29 +60,79 @@ class LearningMixin:
         return dict(sorted(scores.items(), key=lambda kv: -kv[1])[:limit])
 
     def record_delivery(self, rowids: Sequence[int]) -> None:
-        """Genes delivered together: bump access counts and pairwise co-activation."""
-        ids = sorted(set(int(r) for r in rowids))[:24]
-        if not ids:
-            return
-        now = time.time()
-        pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]]
-        with self.transaction(changes_genes=False, durable=False) as tx:
-            marks = ",".join("?" * len(ids))
-            tx.execute(f"UPDATE genes SET access_count = access_count + 1, last_access_at = ?, "
-                       f"tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id IN ({marks})", (now, *ids))
-            self._count_pairs(tx, pairs, now)
-            cap_edges(tx, self.caps.coactivation_per_gene, ids, self.party_scope)
+        """Genes delivered together: bump access counts and pairwise co-activation, now."""
+        ids = _delivered(rowids)
+        if ids:
+            self._write_deliveries([Delivery(ids, time.time())])
 
-    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int]], now: float) -> None:
-        """Each pair's co-activation count +1: a statement per pair, run in-process by SQLite (the team
+    def queue_delivery(self, rowids: Sequence[int]) -> None:
+        """As record_delivery, written off the request path within a moment (deliveries.py says why)."""
+        ids = _delivered(rowids)
+        if ids:
+            self._deliveries().add(ids)
+
+    def flush_deliveries(self) -> None:
+        """Write every queued delivery now (before reading what was learned)."""
+        batcher = self.__dict__.get("_delivery_batcher")
+        if batcher is not None:
+            batcher.flush()
+
+    def close_deliveries(self) -> None:
+        batcher = self.__dict__.pop("_delivery_batcher", None)
+        if batcher is not None:
+            batcher.close()
+
+    def _deliveries(self) -> DeliveryBatcher:
+        batcher: DeliveryBatcher | None = self.__dict__.get("_delivery_batcher")
+        if batcher is None:
+            with _BATCHER_LOCK:
+                batcher = self.__dict__.get("_delivery_batcher")
+                if batcher is None:
+                    batcher = self.__dict__["_delivery_batcher"] = DeliveryBatcher(
+                        self._write_deliveries, name=f"genome {getattr(self, 'path', '')}")
+        return batcher
+
+    def _write_deliveries(self, batch: Sequence[Delivery]) -> None:
+        """Deliveries in one transaction: each live gene's access count + its deliveries, each pair's
+        co-activation + its deliveries (one upsert per pair, in order: no two writers deadlock), then
+        the edge cap over every gene touched. A gene retired or removed since is left out."""
+        wanted = sorted({g for d in batch for g in d.genes})
+        if not wanted:
+            return
+        now = max(d.at for d in batch)
+        with self.transaction(changes_genes=False, durable=False) as tx:
+            marks = ",".join("?" * len(wanted))
+            live = {int(r[0]) for r in tx.execute(
+                f"SELECT id FROM genes WHERE retired_at IS NULL AND id IN ({marks})", wanted).fetchall()}
+            uses: Counter[int] = Counter()
+            pairs: Counter[tuple[int, int]] = Counter()
+            for d in batch:
+                ids = [g for g in d.genes if g in live]
+                uses.update(ids)
+                pairs.update((a, b) for i, a in enumerate(ids) for b in ids[i + 1:])
+            by_uses: dict[int, list[int]] = {}
+            for gene, n in sorted(uses.items()):
+                by_uses.setdefault(n, []).append(gene)
+            for n, genes in sorted(by_uses.items()):
+                marks = ",".join("?" * len(genes))
+                tx.execute(f"UPDATE genes SET access_count = access_count + ?, last_access_at = ?, "
+                           f"tier = CASE WHEN tier = 'aging' THEN 'open' ELSE tier END WHERE id IN ({marks})",
+                           (n, now, *genes))
+            self._count_pairs(tx, sorted((a, b, n) for (a, b), n in pairs.items()), now)
+            if uses:
+                cap_edges(tx, self.caps.coactivation_per_gene, sorted(uses), self.party_scope)
+
+    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int, int]], now: float) -> None:
+        """Each pair's co-activation count + n: a statement per pair, run in-process by SQLite (the team
         genome sends one statement for all of them: pg/learning.py)."""
         scope = self.party_scope
         tx.executemany(
-            f"INSERT INTO coactivation({scope.column}a, b, count, last_at) VALUES ({scope.mark}?, ?, 1, ?) "
-            f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
-            "last_at = excluded.last_at", [(*scope.values, a, b, now) for a, b in pairs])
+            f"INSERT INTO coactivation({scope.column}a, b, count, last_at) VALUES ({scope.mark}?, ?, ?, ?) "
+            f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + excluded.count, "
+            "last_at = excluded.last_at", [(*scope.values, a, b, n, now) for a, b, n in pairs])
 
     def coactivation_links(self) -> list[tuple[str, str, int, float]]:
+        self.flush_deliveries()
         scope = self.party_scope
         return [tuple(r) for r in self.conn.execute(
             "SELECT ga.gene_id, gb.gene_id, c.count, c.last_at FROM coactivation c "
@@ -79,6 +140,7 @@ class LearningMixin:
             scope.values)]
 
     def neighbors(self, gene_id: str, limit: int = 10) -> list[tuple[Gene, float]]:
+        self.flush_deliveries()
         gene = self.get_gene(gene_id)
         if gene is None or gene.rowid is None:
             return []

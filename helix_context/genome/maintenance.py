@@ -19,6 +19,7 @@ class GeneUpkeepMixin:
 
     conn: Any
     transaction: Any
+    flush_deliveries: Callable[[], None]  # learning.LearningMixin's
 
     def mark_changed_sources(self, changed_paths: Iterable[str]) -> int:
         with self.transaction() as tx:
@@ -72,6 +73,7 @@ class MaintenanceMixin(GeneUpkeepMixin):
         return wal.stat().st_size if wal.exists() else 0
 
     def stats(self) -> dict[str, Any]:
+        self.flush_deliveries()  # usage counts and links include every answer given so far
         with closing(scan_connection(self.path, immutable=getattr(self, "disk_full", False))) as c:  # scans the genes table: never through the map (scan.py)
             return self._stats(c)
 

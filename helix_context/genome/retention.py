@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +162,7 @@ class RetentionMixin:
     transaction: Any
     party_scope: PartyScope
     meta_table: str
+    flush_deliveries: Callable[[], None]  # learning.LearningMixin's: queued deliveries written first
 
     def delete_consolidated(self) -> int:
         """Chat-buffer rows already distilled into session notes: their text lives on in the notes gene."""
@@ -170,6 +171,7 @@ class RetentionMixin:
 
     def prune_retention(self, cfg: RetentionSettings, now: float | None = None) -> PruneReport:
         """Apply every retention rule once, in one transaction (a few indexed deletes: milliseconds)."""
+        self.flush_deliveries()  # the queued deliveries first: their edges are capped with the rest
         started = time.perf_counter()
         now = time.time() if now is None else now
         report = PruneReport()
@@ -203,6 +205,7 @@ class RetentionMixin:
     def retention_rows(self) -> dict[str, int]:
         """Row counts of the tables retention bounds (this party's, on a team genome), and the most edges
         any one gene has (for tests, benchmarks and `helix stats`)."""
+        self.flush_deliveries()
         conn, scope = self.conn, self.party_scope
         counts: dict[str, int] = {  # fixed table names, no input
             table: int(conn.execute(f"SELECT COUNT(*) FROM {table}{scope.only}", scope.values).fetchone()[0])

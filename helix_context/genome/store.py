@@ -139,6 +139,7 @@ class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, Gene
         return conn
 
     def close(self) -> None:
+        self.close_deliveries()  # what was queued is written while the connections are open
         if self._vectors is not None:
             try:
                 self._vectors.close()
@@ -215,6 +216,7 @@ class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, Gene
         """What `helix export` reads, in one read transaction (portable_sql.py)."""
         from helix_context.genome import portable_sql  # it imports this module
 
+        self.flush_deliveries()
         return portable_sql.export_reads(self)
 
     def import_writes(self, *, write: bool) -> AbstractContextManager[ImportWrites]:

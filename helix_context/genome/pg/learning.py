@@ -1,4 +1,4 @@
-"""The team genome's side of learning.py: a delivery's co-activation pairs in one statement.
+"""The team genome's side of learning.py: a batch of deliveries' co-activation pairs in one statement.
 
 Why: a delivery of 24 genes is 276 pairs. SQLite runs a statement per pair in-process for
 microseconds each; on PostgreSQL each is a statement the server parses, plans and executes
@@ -20,11 +20,13 @@ class PgLearningMixin:
 
     party_scope: PartyScope
 
-    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int]], now: float) -> None:
+    def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int, int]], now: float) -> None:
         if not pairs:
             return
         scope = self.party_scope
         tx.execute(f"INSERT INTO coactivation({scope.column}a, b, count, last_at) "
-                   f"SELECT {scope.mark}p.a, p.b, 1, ?::float8 FROM unnest(?::bigint[], ?::bigint[]) AS p(a, b) "
-                   f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + 1, "
-                   "last_at = excluded.last_at", (*scope.values, now, [a for a, _ in pairs], [b for _, b in pairs]))
+                   f"SELECT {scope.mark}p.a, p.b, p.n, ?::float8 "
+                   "FROM unnest(?::bigint[], ?::bigint[], ?::float8[]) AS p(a, b, n) "
+                   f"ON CONFLICT({scope.column}a, b) DO UPDATE SET count = coactivation.count + excluded.count, "
+                   "last_at = excluded.last_at",
+                   (*scope.values, now, [a for a, _, _ in pairs], [b for _, b, _ in pairs], [float(n) for _, _, n in pairs]))

@@ -94,6 +94,7 @@ class PgMaintenanceMixin(GeneUpkeepMixin):
         return 0
 
     def stats(self) -> dict[str, Any]:
+        self.flush_deliveries()  # usage counts and links include every answer given so far
         raw = self._raw()
         scope = self.party_scope
         embedded = raw.execute("SELECT count(*) FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL").fetchone()

@@ -141,6 +141,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         return QmarkConnection(self._raw())
 
     def close(self) -> None:
+        self.close_deliveries()  # what was queued is written while the connections are open
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -260,6 +261,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     def export_reads(self) -> AbstractContextManager[PgExportReads]:
         """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""
+        self.flush_deliveries()
         return export_reads(self, self._raw)
 
     def import_writes(self, *, write: bool) -> AbstractContextManager[PgImportWrites]:
