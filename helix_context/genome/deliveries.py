@@ -57,6 +57,7 @@ class DeliveryBatcher:
         self._worker: threading.Thread | None = None
         self._closed = False
         self._dropped = 0
+        self._failing = False  # the last batch failed: the next failures are logged quietly until one is written
 
     def add(self, genes: Sequence[int], at: float | None = None) -> None:
         delivery = Delivery(tuple(genes), time.time() if at is None else at)
@@ -120,6 +121,13 @@ class DeliveryBatcher:
         try:
             self._write(batch)
         except GenomeError as exc:  # busy past its timeout, a full disk, read-only: these counts are lost
-            log.warning("%s: %d delivery record(s) not written (%s)", self._name, len(batch), exc)
+            (log.debug if self._failing else log.warning)(
+                "%s: %d delivery record(s) not written (%s)%s", self._name, len(batch), exc,
+                "" if self._failing else "; usage counts are skipped until the genome takes writes again")
+            self._failing = True
         except Exception:  # a bug must not stop the worker: the next batch is tried
             log.exception("%s: %d delivery record(s) not written", self._name, len(batch))
+        else:
+            if self._failing:
+                log.info("%s: delivery records are written again", self._name)
+            self._failing = False

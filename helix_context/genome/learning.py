@@ -68,7 +68,7 @@ class LearningMixin:
     def queue_delivery(self, rowids: Sequence[int]) -> None:
         """As record_delivery, written off the request path within a moment (deliveries.py says why)."""
         ids = _delivered(rowids)
-        if ids:
+        if ids and not getattr(self, "readonly", False):  # a read-only genome (a full disk) learns nothing
             self._deliveries().add(ids)
 
     def flush_deliveries(self) -> None:

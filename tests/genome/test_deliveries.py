@@ -95,3 +95,33 @@ def test_the_queue_is_bounded_and_a_failing_write_does_not_stop_it() -> None:
     assert [d.genes for batch in written for d in batch] == [(7, 8)]
     batcher.add([9, 10])  # after close: ignored
     assert batcher.pending() == 0
+
+
+def test_a_failing_genome_is_reported_once_until_it_takes_writes_again(caplog) -> None:
+    """A full disk fails every batch: one warning, not one every half second while questions come."""
+    broken = threading.Event()
+    broken.set()
+
+    def write(batch):
+        if broken.is_set():
+            raise GenomeError("database or disk is full")
+
+    batcher = DeliveryBatcher(write, flush_after_s=60.0)
+    with caplog.at_level("DEBUG", logger="helix.genome.deliveries"):
+        for _ in range(3):
+            batcher.add([1, 2])
+            batcher.flush()
+        broken.clear()
+        batcher.add([1, 2])
+        batcher.flush()
+    levels = [r.levelname for r in caplog.records]
+    assert levels == ["WARNING", "DEBUG", "DEBUG", "INFO"], levels
+    batcher.close()
+
+
+def test_a_read_only_genome_queues_nothing(tmp_path: Path) -> None:
+    g, rows = _genome(tmp_path / "g.db")
+    g.close()
+    ro = Genome(tmp_path / "g.db", readonly=True)
+    ro.queue_delivery(rows[:2])
+    assert "_delivery_batcher" not in ro.__dict__
