@@ -402,10 +402,7 @@ class HelixContextManager:
                                {"refreshed_from_disk": len(live.refreshed), "stale_dropped": len(live.dropped)})
         delivered = [item.gene.rowid for item in retrieval.items[:len(window.genes)] if item.gene.rowid]
         if record and delivered:
-            try:
-                self.genome.queue_delivery(delivered)
-            except GenomeError as exc:  # learning is best effort; the answer is already built
-                log.warning("could not record co-activation: %s", exc)
+            self.genome.queue_delivery(delivered)  # written in the background; a failure is logged there
             self.retention.tick()
         if self.telemetry is not None:
             self.telemetry.record_retrieval(window.stage_seconds, len(window.genes), window.tier,
