@@ -42,6 +42,8 @@ from the shape it was trained on (issue 23).
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import ast
 import dataclasses

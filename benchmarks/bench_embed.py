@@ -12,6 +12,8 @@ batches of 32.
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import logging
 import sysconfig

@@ -20,6 +20,8 @@ Targets (2 cores): >= 1 MB/s with embeddings, >= 5 MB/s without, re-ingest
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import os
 import sqlite3

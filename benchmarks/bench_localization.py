@@ -26,6 +26,8 @@ the development set, other projects are held out.
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import ast
 import json

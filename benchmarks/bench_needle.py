@@ -13,6 +13,8 @@ truncation (HELIX_DISABLE_HEADROOM=1).
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import os
 import random

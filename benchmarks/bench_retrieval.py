@@ -11,6 +11,8 @@ Targets: SciFact nDCG@10 >= 0.70 (BM25 ~0.665, MiniLM alone ~0.645); p95 <= 30 m
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import json
 import math

@@ -16,6 +16,8 @@ flap window (the backoff for repeated crashes is a policy choice, not a latency)
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import logging
 import os

@@ -26,6 +26,8 @@ only: relevance thresholds 0) and /context assembled without the live check.
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import os
 import random

@@ -26,6 +26,8 @@ Exit code: 0 clean run; 1 the command failed (no problem seen); 3 hung; 4 dual-l
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import json
 import os

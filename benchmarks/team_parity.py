@@ -16,6 +16,8 @@ The scoring functions are the benchmarks' own (imported), so a number here means
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import shutil
 import statistics
 import sys

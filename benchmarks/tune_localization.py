@@ -29,6 +29,8 @@ Only the development set is used; nothing here knows about sympy.
 
 from __future__ import annotations
 
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
 import argparse
 import json
 import os
