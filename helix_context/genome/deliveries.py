@@ -16,6 +16,8 @@ Contract:
   (co-activation links, neighbours, stats, retention counts, an export) calls it first, and
   `close()` does, so nothing added is lost by a clean shutdown. A killed process loses at most
   the last `flush_after_s` of usage counts, as SQLite's synchronous = NORMAL would.
+- The worker ends after `idle_exit_s` with nothing to write, and the next `add` starts one: an idle
+  backend holds no thread, and no connection through it, for this.
 - A batch whose write fails is logged and dropped, for its reason: the genome is busy or its disk
   full (GenomeError) or anything else. The worker goes on with the next.
 """
@@ -35,6 +37,7 @@ log = logging.getLogger("helix.genome.deliveries")
 FLUSH_AFTER_S = 0.5
 MAX_BATCH = 64
 MAX_PENDING = 4096
+IDLE_EXIT_S = 30.0  # a worker with nothing to write this long ends (its connection and the genome can go)
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,13 @@ class Delivery:
 
 class DeliveryBatcher:
     def __init__(self, write: Callable[[Sequence[Delivery]], None], *, flush_after_s: float = FLUSH_AFTER_S,
-                 max_batch: int = MAX_BATCH, max_pending: int = MAX_PENDING, name: str = "genome") -> None:
+                 max_batch: int = MAX_BATCH, max_pending: int = MAX_PENDING, idle_exit_s: float = IDLE_EXIT_S,
+                 name: str = "genome") -> None:
         self._write = write
         self._flush_after_s = flush_after_s
         self._max_batch = max(1, max_batch)
         self._max_pending = max(1, max_pending)
+        self._idle_exit_s = idle_exit_s
         self._name = name
         self._pending: list[Delivery] = []
         self._cond = threading.Condition()
@@ -76,6 +81,11 @@ class DeliveryBatcher:
                 self._worker.start()
             self._cond.notify()
 
+    def working(self) -> bool:
+        """Whether a worker thread is running (it ends after `idle_exit_s` with nothing to write)."""
+        with self._cond:
+            return self._worker is not None and self._worker.is_alive()
+
     def pending(self) -> int:
         with self._cond:
             return len(self._pending)
@@ -100,8 +110,13 @@ class DeliveryBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
+                idle_until = time.monotonic() + self._idle_exit_s
                 while not self._pending and not self._closed:
-                    self._cond.wait()
+                    left = idle_until - time.monotonic()
+                    if left <= 0:  # idle: end; the next add() starts a worker again
+                        self._worker = None
+                        return
+                    self._cond.wait(left)
                 if self._closed:
                     return  # close() writes the rest
                 deadline = self._pending[0].at + self._flush_after_s

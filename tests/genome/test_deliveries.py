@@ -125,3 +125,21 @@ def test_a_read_only_genome_queues_nothing(tmp_path: Path) -> None:
     ro = Genome(tmp_path / "g.db", readonly=True)
     ro.queue_delivery(rows[:2])
     assert "_delivery_batcher" not in ro.__dict__
+
+
+def test_an_idle_worker_ends_and_the_next_answer_starts_one() -> None:
+    """A backend nobody asks holds no thread (nor, through it, a connection) for its delivery records."""
+    written: list[tuple[int, ...]] = []
+    batcher = DeliveryBatcher(lambda batch: written.extend(d.genes for d in batch), flush_after_s=0.01,
+                              idle_exit_s=0.2)
+    batcher.add([1, 2])
+    deadline = time.monotonic() + 5
+    while batcher.working() or not written:
+        assert time.monotonic() < deadline, "the worker never ended"
+        time.sleep(0.02)
+    batcher.add([3, 4])
+    while len(written) < 2:
+        assert time.monotonic() < deadline, "no worker wrote the second answer"
+        time.sleep(0.02)
+    assert written == [(1, 2), (3, 4)]
+    batcher.close()
