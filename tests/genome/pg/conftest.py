@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from helix_context.config import Settings
+
 _names = itertools.count()
 
 
@@ -116,3 +118,16 @@ def as_schema_version(url: str, version: int) -> None:
             for statement in _UNDO[undone]:
                 conn.execute(statement)
         conn.execute("UPDATE helix_meta SET value = %s WHERE key = 'schema_version'", (str(version),))
+
+
+def older_team_genome(settings: Settings, url: str, tree: Path, version: int) -> Settings:
+    """`tree` indexed into the team genome at `url`, then the genome left as schema `version` left it (an
+    older Helix's genome to upgrade); returns the settings that open it (no embeddings, no NER)."""
+    from helix_context.manager import HelixContextManager
+
+    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": url})
+    helix = HelixContextManager(chosen)
+    helix.ingest_path(tree)
+    helix.close()
+    as_schema_version(url, version)
+    return chosen

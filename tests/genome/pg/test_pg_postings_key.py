@@ -11,7 +11,7 @@ import psycopg
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 
-from .conftest import as_schema_version
+from .conftest import older_team_genome
 
 _STRAY = ("SELECT count(*) FROM lex_postings p WHERE NOT EXISTS "
           "(SELECT 1 FROM genes g WHERE g.id = p.gene AND g.retired_at IS NULL)")
@@ -23,11 +23,7 @@ def test_an_older_team_genome_is_upgraded_and_deletes_its_postings_by_key(settin
     tree.mkdir()
     for i in range(3):
         (tree / f"mod{i}.py").write_text(f"def settle_invoice_{i}(total):\n    return round(total, {i})\n")
-    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
-    helix = HelixContextManager(chosen)
-    helix.ingest_path(tree)
-    helix.close()
-    as_schema_version(pg_url, 3)
+    chosen = older_team_genome(settings, pg_url, tree, 3)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         postings = conn.execute("SELECT count(*) FROM lex_postings").fetchone()[0]
     helix = HelixContextManager(chosen)

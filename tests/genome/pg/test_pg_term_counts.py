@@ -12,7 +12,7 @@ from helix_context.config import Settings
 from helix_context.genome.pg import lexical
 from helix_context.manager import HelixContextManager
 
-from .conftest import as_schema_version
+from .conftest import older_team_genome
 
 _COUNTED = ("SELECT term, count(*), count(*) FILTER (WHERE tf_body > 0), count(*) FILTER (WHERE tf_tags > 0), "
             "count(*) FILTER (WHERE tf_path > 0) FROM lex_postings GROUP BY term")
@@ -32,11 +32,7 @@ def test_term_counts_follow_every_write_and_an_older_genome_is_filled(settings: 
     for i in range(4):
         (tree / f"ledger{i}.py").write_text(f"def settle_invoice_{i}(total):\n    return round(total, {i})\n")
     (tree / "unique.py").write_text("def quixotic_zebra():\n    return 'zebra'\n")
-    chosen = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
-    helix = HelixContextManager(chosen)
-    helix.ingest_path(tree)
-    helix.close()
-    as_schema_version(pg_url, 4)
+    chosen = older_team_genome(settings, pg_url, tree, 4)
     helix = HelixContextManager(chosen)
     try:
         kept, counted = _kept_and_counted(pg_url)
