@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     write_safetensors(out / "base" / "model.q8.safetensors", packed, {"packed": "per-row int8"})
     for name in ("train.jsonl.xz", "heldout.jsonl.xz", "manifest.json"):
         shutil.copyfile(args.pairs / name, out / "pairs" / name)
+    if (args.pairs / "digest").is_dir():  # shapes.py's pairs, trained beside (or instead of) the code pairs
+        (out / "digest").mkdir(parents=True, exist_ok=True)
+        for name in ("train.jsonl.xz", "heldout.jsonl.xz"):
+            shutil.copyfile(args.pairs / "digest" / name, out / "digest" / name)
     shutil.copyfile(HERE / "train.py", out / "train.py")
     repo = HERE.parents[1]
     shutil.copyfile(repo / "helix_context" / "ingest" / "weights.py", out / "weights.py")

