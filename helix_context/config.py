@@ -84,6 +84,8 @@ class SourcesSettings:
     quiet_ms: int = 100  # ... and ends early once no change came for this long
     missing_check_s: float = 5.0  # how often a vanished folder is looked for again
     max_skipped: int = 50  # skipped files kept per folder (with reasons); the total is always counted
+    # a team genome follows one branch (sources/branch.py): "" = the remote default branch the checkout records
+    follow_branch: str = ""
 
 
 @dataclass(frozen=True)

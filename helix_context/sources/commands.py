@@ -130,6 +130,9 @@ def _print_list(status: dict[str, Any]) -> None:
                   f"{row['skipped'][0]['reason']}" if row["skipped"] else f"            {row['skipped_total']} skipped")
         if row.get("last_error"):
             print(f"            {row['last_error']}")
+        branch = row.get("branch")  # a team genome: the branch it follows (sources/branch.py)
+        if branch and branch.get("note") != row.get("last_error"):
+            print(f"            {branch['note']}")
 
 
 def _map(args: argparse.Namespace, settings: Settings) -> int:

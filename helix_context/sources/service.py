@@ -13,10 +13,12 @@ Kinds of work, per source (merged while waiting):
             appeared or was renamed inside it): unchanged files cost a stat
   paths   – the changed files of a burst: re-ingested, or retired when gone
 
-Polling (network drives) sees a file's modification time to the second only, so a
-second write within the same second as the one just indexed would go unseen: in
-that mode the files indexed less than two seconds after they were written are
-looked at again (a stat each) once that second has passed.
+Polling (network drives) sees a file's modification time to the second only: the
+files indexed in the second they were written are looked at again (rechecks.py).
+
+On a team genome a source whose checkout is on another branch than the one the team
+genome follows is held back: nothing of it is written (branch.py says why), and the
+worker's timer looks at its checkout again until it is back.
 
 Pausing stops the watchers and interrupts the running ingest between two files
 (what was written stays); resuming restarts the watchers and queues a full pass
@@ -39,9 +41,11 @@ from helix_context.genome import sources_sql
 from helix_context.genome.storage import GenomeStore
 from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
+from helix_context.sources.branch import BranchGate
 from helix_context.sources.filters import PathFilter, confined
 from helix_context.sources.projects import assign, ensure_projects
 from helix_context.sources.names import SourceNames
+from helix_context.sources.rechecks import Rechecks
 from helix_context.sources.registry import find, resolve_folder
 from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
@@ -79,7 +83,9 @@ class SourcesService:
         self._stopping = False
         self._busy = False
         self._thread: threading.Thread | None = None
-        self._recheck: dict[str, tuple[float, set[str]]] = {}  # polling: source → (when, files to stat again)
+        self._rechecks = Rechecks(genome, self.cfg)  # polling: files to stat again
+        self._branches = BranchGate(team=self.names().team, follow=self.cfg.follow_branch,
+                                    every_s=self.cfg.missing_check_s)  # a team genome follows one branch
         self._known: set[str] = set()  # the sources this backend took up (queued, watched)
         self.batches = 0  # bursts handed over by the watchers (benchmarks, tests)
         self.ignored_events = 0  # events dropped by the filter before anything was queued
@@ -236,6 +242,7 @@ class SourcesService:
         """Stop watching and indexing a source here; its genes and its row are left as they are."""
         self._known.discard(key)
         self._unwatch(key)
+        self._branches.forget(key)
         with self._cond:
             self._work.pop(key, None)
             self._lost.pop(key, None)
@@ -250,12 +257,16 @@ class SourcesService:
         names = names or self.names()
         folder = names.folder(key)
         data["folder"] = None if folder is None else str(folder)  # where it is on this machine
+        if (branch := self._branches.last(key)) is not None:  # a team genome: the branch it follows (branch.py)
+            data["branch"] = {"name": branch.branch, "follows": branch.followed, "note": branch.why}
         if folder is None and row.state != "removing":
             data["state"], data["last_error"] = "unmapped", names.why_not_here(key)
         elif row.state != "removing":
             if key in self._lost:
                 data["catching_up"] = self._lost[key][1]
-            if key in self._failed:  # shown even when the genome could not record it (a full disk)
+            if branch is not None and self._branches.holds(key):  # nothing of it is written from here
+                data["state"], data["last_error"] = "other_branch", branch.why
+            elif key in self._failed:  # shown even when the genome could not record it (a full disk)
                 data["state"], data["last_error"] = "error", self._failed[key]
             elif key in self._missing:
                 data["state"] = "missing"
@@ -280,7 +291,8 @@ class SourcesService:
     def annotate(self, packet: Packet) -> Packet:
         """Items of a watched folder whose file changed on disk say that the watcher is replacing them
         (or that indexing is paused); they are never `verified` (weigh.py's live check sees the change)."""
-        roots = [key.rstrip("/\\") + os.sep for key, w in self._watchers.items() if key not in self._missing]
+        roots = [key.rstrip("/\\") + os.sep for key in self._watchers
+                 if key not in self._missing and not self._branches.holds(key)]
         if not roots and not self._paused:
             return packet
         if self._paused:
@@ -396,53 +408,23 @@ class SourcesService:
                     self._busy = True
                     self._cancel.discard(key)
                     return key, self._work.pop(key)
-                due = min((when for when, _ in self._recheck.values()), default=None)
+                due = min((d for d in (self._rechecks.due(), self._branches.due()) if d is not None), default=None)
                 if due is not None and not self._paused:
                     wait = due - time.monotonic()
                     if wait <= 0:
-                        self._queue_rechecks()
+                        self._queue_due()
                         continue
                     self._cond.wait(wait)
                 else:
                     self._cond.wait()
 
-    def _queue_rechecks(self) -> None:
-        """Polling only: files written in the second they were indexed, whose mtime now differs from the record."""
+    def _queue_due(self) -> None:
+        """Under the lock: polling's files to stat again, and held-back sources whose checkout is back."""
         now = time.monotonic()
-        names = self.names()
-        for key, (when, paths) in list(self._recheck.items()):
-            if when > now:
-                continue
-            del self._recheck[key]
-            changed = set()
-            for raw in paths:
-                record = self.genome.file_record(names.stored(raw))
-                try:
-                    st = os.stat(raw)
-                except OSError:
-                    if record is not None:
-                        changed.add(raw)
-                    continue
-                if record is None or not record.stat_matches(st.st_size, st.st_mtime_ns):
-                    changed.add(raw)
-            if changed:
-                work = self._work.setdefault(key, Work())
-                work.paths |= changed
-
-    def _schedule_recheck(self, key: str, paths: set[str]) -> None:
-        """`paths`: files on this machine (the index's names of those under `key` are turned into them)."""
-        if not self.cfg.force_polling or not self.cfg.watch:
-            return
-        cutoff = time.time_ns() - 2_000_000_000
-        names = self.names()
-        recent = {local for p, r in self.genome.file_records(under=key.rstrip("/\\") + os.sep).items()
-                  if r.mtime_ns > cutoff and (local := names.local(p))} if not paths else set(paths)
-        if not recent:
-            return
-        with self._cond:
-            when, pending = self._recheck.get(key, (0.0, set()))
-            self._recheck[key] = (max(when, time.monotonic() + 1.2), pending | recent)
-            self._cond.notify_all()
+        for key, changed in self._rechecks.take(now=now, names=self.names()).items():
+            self._work.setdefault(key, Work()).paths |= changed
+        for key in self._branches.returned(now=now):
+            self._work.setdefault(key, Work()).full = True  # one pass reconciles what changed meanwhile
 
     def _worker(self) -> None:
         while (job := self._next()) is not None:
@@ -485,6 +467,10 @@ class SourcesService:
         if folder is None:  # its root was unmapped here since: never "missing" (that would retire the team's files)
             log.info("%s is not indexed on this machine: %s", key, names.why_not_here(key))
             return
+        admitted = self._branches.admit(key=key, folder=folder)  # a team genome: its followed branch only
+        if admitted == "hold":  # nothing written, nothing retired: the timer looks again
+            return
+        work.full |= admitted == "resume"  # back on it: one pass reconciles what changed meanwhile
         with self.genome.claim_source(key) as claim:
             if not claim.held:  # a team genome: another backend indexes this folder now; look again later
                 self._retry(key, work)
@@ -529,7 +515,7 @@ class SourcesService:
                 self._lost.pop(key, None)
         self._skips[key] = {s["path"]: s["reason"] for s in report.files_skipped if not s["reason"].startswith(_GONE)}
         self._record(key, report)
-        self._schedule_recheck(key, set())
+        self._rechecks.schedule(key=key, paths=set(), names=self.names())  # the worker's next wait sees it
 
     def _paths(self, key: str, root: Path, project: str | None, paths: set[str], names: SourceNames) -> None:
         """The watcher's changed files (paths on this machine; stored under `names.stored` of each)."""
@@ -573,7 +559,7 @@ class SourcesService:
                     skips[item["path"]] = item["reason"]
         if last is not None:
             self._record(key, last)
-        self._schedule_recheck(key, set(files))
+        self._rechecks.schedule(key=key, paths=set(files), names=names)
 
     def _record(self, key: str, report: IngestReport) -> None:
         self._failed.pop(key, None)

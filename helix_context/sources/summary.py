@@ -2,7 +2,8 @@
 
 Why a module of its own: the line must never say "up to date" while it is not — a folder
 whose file events were lost, a folder polled because native events failed, a folder whose
-last pass failed (a full disk above all) — and those rules are easier to read and test in
+last pass failed (a full disk above all), a team genome's folder whose checkout is on another
+branch than the team follows (sources/branch.py) — and those rules are easier to read and test in
 one place than inside the service.
 """
 
@@ -53,6 +54,7 @@ def summary_line(state: IndexState) -> str:
     watching = [s for s in state.sources if s["state"] != "removing"]
     failed = [s for s in watching if s["state"] == "error"]
     degraded = sum(1 for s in watching if s.get("watch_failed"))
+    held = sum(1 for s in watching if s["state"] == "other_branch")  # a team genome follows one branch
     if state.disk_full:
         line = (f"Indexing stopped: the disk is full ({folders(len(failed))} not up to date); "
                 "free disk space, then resume indexing — what is indexed is still served")
@@ -68,6 +70,9 @@ def summary_line(state: IndexState) -> str:
         line = "No folders indexed yet"
     elif failed:
         line = f"Indexing failed for {folders(len(failed))} of {len(watching):,}: see its error"
+    elif held:  # never "up to date": this checkout's files are not indexed (answers overlay them from disk)
+        line = (f"{folders(held)} of {len(watching):,} not indexed from this checkout: it is on another branch "
+                "than the team genome follows; switch back to index it")
     elif degraded:  # rescanned, and polled from now on: said as such, never "up to date"
         line = f"Index rescanned, {folders(len(watching))}; {degraded} polled because native file events failed"
     else:
@@ -82,6 +87,8 @@ def summary_line(state: IndexState) -> str:
     unmapped = sum(1 for s in watching if s["state"] == "unmapped")
     if unmapped:  # a team genome's shared root this machine has no map for: not an error, said with its fix
         line += f" ({unmapped} not mapped on this machine: helix sources map ROOT PATH)"
+    if held and "another branch" not in line:
+        line += f" ({held} on another branch than the team genome follows: not indexed from here)"
     if degraded and "polled" not in line:
         line += f" ({degraded} polled: native file events failed)"
     return line

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +42,32 @@ def make_tree(root: Path, n: int = 5) -> Path:
         write(root / "src" / f"mod_{i}.py", f"def function_{i}():\n    \"\"\"Module {i} of the tree.\"\"\"\n"
                                               f"    return {i}\n")
     write(root / "README.md", "# Demo\n\nThe demo project keeps its settings in settings.toml.\n")
+    return root
+
+
+def git(cwd: Path, *args: str) -> str:
+    """The real `git` in `cwd`, with no user or system configuration (a test's repositories are its own)."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+           "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com"}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+def git_repo(root: Path, files: dict[str, str], *, origin: bool = False) -> Path:
+    """A repository on `main` holding `files`, committed; `origin`: its remote default branch recorded as
+    main (what `git clone` writes: refs/remotes/origin/HEAD → refs/remotes/origin/main)."""
+    for name, text in files.items():
+        write(root / name, text)
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "main")
+    if origin:
+        git(root, "remote", "add", "origin", "https://example.com/repo.git")
+        git(root, "update-ref", "refs/remotes/origin/main", "HEAD")
+        git(root, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
     return root
 
 

@@ -30,3 +30,11 @@ def test_a_full_disk_says_indexing_stopped() -> None:
     line = summary_line(_state([_row("error")], disk_full=True, busy=True, progress_total=9))
     assert line.startswith("Indexing stopped: the disk is full (1 folder not up to date)")
     assert "free disk space" in line and "still served" in line
+
+
+def test_a_checkout_on_another_branch_than_the_team_follows_is_never_up_to_date() -> None:
+    line = summary_line(_state([_row("other_branch"), _row()]))
+    assert line == ("1 folder of 2 not indexed from this checkout: it is on another branch than the team genome "
+                    "follows; switch back to index it")
+    busy = summary_line(_state([_row("other_branch"), _row("indexing")], busy=True, progress_done=1, progress_total=4))
+    assert busy == "Indexing 1 / 4 files (1 on another branch than the team genome follows: not indexed from here)"
