@@ -79,6 +79,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             bar.set_postfix_str(Path(path).name[-30:], refresh=False)
 
     try:
+        helix.refuse_off_branch(args.paths)  # a team genome follows one branch (sources/branch.py)
         report = helix.ingest_path(args.paths, project=args.project, embed=not args.no_embed, progress=progress)
     finally:
         if bar is not None:

@@ -28,7 +28,7 @@ from helix_context.answer.assemble import ContextWindow, assemble
 from helix_context.answer.packet import build_context_packet
 from helix_context.genome.polled_stats import PolledStats
 from helix_context.genome.retention import RetentionClock, WriteCaps
-from helix_context.errors import GenomeError, InvalidRequest
+from helix_context.errors import GenomeError, IngestRefused, InvalidRequest
 from helix_context.genome.store import Genome
 from helix_context.genome.storage import GenomeStore
 from helix_context.llm.profiles import profile
@@ -38,6 +38,7 @@ from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict,
 from helix_context.retrieve.scope import Scope, parse_names
 from helix_context.weigh import Packet
 from helix_context.genome.backend import ConnectionHealth
+from helix_context.sources.branch import held_back
 from helix_context.sources.names import SourceNames
 from helix_context.sources.roots import RootMap
 from helix_context.weigh.live_serve import live_serve
@@ -263,17 +264,31 @@ class HelixContextManager:
         self._after_ingest(report)
         return report
 
+    def refuse_off_branch(self, paths: Sequence[str | Path]) -> None:
+        """Refuse a person's ingest of files whose checkout is on another branch than a team genome follows
+        (sources/branch.py): it would replace or retire the team's text. Nothing is written."""
+        held = held_back(paths, team=bool(self.settings.genome.url), follow=self.settings.sources.follow_branch)
+        if held:
+            path, why = next(iter(held.items()))
+            raise IngestRefused(f"{path} is not indexed into the team genome from this checkout: {why}")
+
     def refresh(self) -> IngestReport:
         """Re-ingest every known source file: changed ones are replaced, vanished ones retired (each read
-        where it is on this machine: reread.local_files)."""
+        where it is on this machine: reread.local_files). On a team genome, files whose checkout is on
+        another branch than the one followed are left alone and listed as skipped."""
         names = SourceNames.of(self.settings)
-        paths = list(reread.local_files(self.genome.source_paths(), names))
-        if not paths:
+        found = list(reread.local_files(self.genome.source_paths(), names))
+        held = held_back(found, team=names.team, follow=self.settings.sources.follow_branch)
+        paths = [p for p in found if p not in held]
+        if not paths and not held:
             return IngestReport()
         # read the way the walk reads: links never lead out of the sources (ingest/reread.py)
         roots = reread.read_roots(self.genome, self.settings, names)
         reports = [self.ingest_path(group, confine_to=within) for group, within in reread.refresh_groups(paths, roots)]
-        return reread.merged(reports)
+        report = reread.merged(reports) if reports else IngestReport()
+        for path, why in held.items():
+            report.skip(path, f"not refreshed: {why}")
+        return report
 
     def compact(self) -> dict[str, Any]:
         """Mark genes whose source file changed or vanished since ingest (without re-reading unchanged ones),

@@ -68,6 +68,7 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
             raise NotFound(f"{resolved} does not exist")
         # a followed symlink may point anywhere under the allowed roots, never outside them
         root_paths = [Path(root).expanduser().resolve() for root in settings.server.allowed_ingest_roots]
+        helix.refuse_off_branch([resolved])  # a team genome follows one branch: IngestRefused, 409
         report = helix.ingest_path(resolved, project=body.project, embed=body.embed, confine_to=root_paths)
         return report.to_dict()
     if not body.content or not body.content.strip():

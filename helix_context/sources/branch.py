@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -100,6 +101,27 @@ def read_branch(folder: Path, *, follow: str = "") -> BranchCheck:
     where = f"is on {branch}" if branch else "has a detached HEAD (a rebase, a bisect or a checked-out commit)"
     return BranchCheck(branch, followed, f"this checkout {where}; the team genome follows {followed}: switch "
                                          f"back to {followed} to index it again ({_SERVED})")
+
+
+def held_back(paths: Iterable[str | Path], *, team: bool, follow: str) -> dict[str, str]:
+    """path → why, for the paths whose checkout is on another branch than the team genome follows.
+
+    For the writes a person asks for (`helix ingest`, POST /ingest, /admin/refresh), which would
+    otherwise replace or retire the team's text; the sources service asks its BranchGate instead.
+    One check per folder. Empty on a personal genome."""
+    if not team:
+        return {}
+    checks: dict[Path, BranchCheck] = {}
+    found: dict[str, str] = {}
+    for raw in paths:
+        path = Path(raw)
+        folder = path if path.is_dir() else path.parent
+        check = checks.get(folder)
+        if check is None:
+            check = checks[folder] = read_branch(folder, follow=follow)
+        if check.held_back:
+            found[str(raw)] = check.why
+    return found
 
 
 Admission = Literal["index", "resume", "hold"]

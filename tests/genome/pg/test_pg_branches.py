@@ -170,3 +170,32 @@ def test_a_held_back_source_is_taken_up_again_without_any_file_event(
     finally:
         service.stop()
         helix.close()
+
+
+def test_an_ingest_or_refresh_asked_for_on_another_branch_changes_nothing_of_the_team_genome(
+        settings: Settings, server_factory, pg_url: str, tmp_path: Path, team: GenomeStore,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explicit writes a person asks for go past the sources worker: `/admin/refresh` re-reads every
+    known file (on Ben's feature branch b.py is gone: it would be retired for the team), POST /ingest and
+    `helix ingest` read what they are given. On another branch than the one followed, each leaves the
+    team's text alone and says why."""
+    _ana, ana_repo = _ana_indexes_main(settings, server_factory, pg_url, tmp_path, team)
+    git(tmp_path, "clone", "-q", str(ana_repo), str(tmp_path / "ben" / "repo"))
+    ben_repo = _on_feature(tmp_path / "ben" / "repo")
+    chosen = _machine(settings, tmp_path / "home-b", pg_url, "ben", ben_repo)
+    ben = server_factory(chosen.replace(server={"allowed_ingest_roots": (str(ben_repo),)}))
+    assert ben.app.state.sources.wait_idle(60)
+    before = _live(team)
+    with ben.client() as client:
+        report = client.post("/admin/refresh").json()
+        assert report["genes_retired"] == 0 and report["files_ingested"] == 0, report
+        skipped = {Path(s["path"]).name: s["reason"] for s in report["files_skipped"]}
+        assert set(skipped) == {"a.py", "b.py"} and "switch back to main" in skipped["b.py"], report
+        refused = client.post("/ingest", json={"path": str(ben_repo / "a.py")})
+        assert refused.status_code == 409, refused.text
+        assert "this checkout is on feature; the team genome follows main" in refused.json()["error"]["message"]
+    monkeypatch.setenv("HELIX_HOME", str(tmp_path / "home-b"))
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    assert cli.main(["ingest", str(ben_repo)]) == 2
+    assert "the team genome follows main" in capsys.readouterr().err
+    assert _live(team) == before and "@repo/b.py" in before and FEATURE_WORD not in before["@repo/a.py"]
