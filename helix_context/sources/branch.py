@@ -15,6 +15,10 @@ The contract:
   default branch while `follow_branch` is unset, an unreadable file (the reason is shown, and logged
   once by `BranchGate`). Never raises.
 - A personal (SQLite) genome is never checked: it follows whatever its user has checked out.
+- While git rewrites the checkout (`index.lock` in its git dir: a checkout, a merge, a rebase step),
+  HEAD still names the branch being left, so nothing is decided: `BranchGate` waits for the lock to
+  go (at most `SETTLE_S`) and then reads HEAD; a pass or a batch already running looks again every
+  `LOOK_EVERY_S` and stops between two files when the checkout has moved.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ _HEADS = "ref: refs/heads/"
 _ORIGIN = "ref: refs/remotes/origin/"
 _SERVED = "your own edits are still served to you from disk"
 _UNREADABLE = "branch not checked: could not read the checkout's git files"
+SETTLE_S = 10.0  # the longest wait for git to finish rewriting a checkout (a stale lock: decided without it)
+LOOK_EVERY_S = 0.5  # during a pass or a batch, how often the checkout is looked at again
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class BranchCheck:
     branch: str | None  # the branch checked out; None: a detached HEAD, or not checked
     followed: str | None  # the branch the team genome follows; None: not checked (indexed as before)
     why: str  # in words, for the sources status: where the checkout is and what to do
+    busy: bool = False  # git is rewriting the checkout now (index.lock): HEAD may still name the old branch
 
     @property
     def held_back(self) -> bool:
@@ -81,6 +88,7 @@ def read_branch(folder: Path, *, follow: str = "") -> BranchCheck:
         if found is None:
             return BranchCheck(None, None, "branch not checked: the folder is not in a git checkout")
         git, common = found
+        busy = (git / "index.lock").exists()
         head = _first_line(git / "HEAD")
         branch = head[len(_HEADS):] if head.startswith(_HEADS) else None
         followed = follow.strip() or None
@@ -95,12 +103,29 @@ def read_branch(folder: Path, *, follow: str = "") -> BranchCheck:
     if followed is None:
         return BranchCheck(branch, None, "branch not checked: the checkout records no remote default branch "
                                          "(refs/remotes/origin/HEAD) and [sources] follow_branch is not set: "
-                                         "every branch is indexed")
+                                         "every branch is indexed", busy)
     if branch == followed:
-        return BranchCheck(branch, followed, f"on {followed}, the branch the team genome follows")
+        return BranchCheck(branch, followed, f"on {followed}, the branch the team genome follows", busy)
     where = f"is on {branch}" if branch else "has a detached HEAD (a rebase, a bisect or a checked-out commit)"
     return BranchCheck(branch, followed, f"this checkout {where}; the team genome follows {followed}: switch "
-                                         f"back to {followed} to index it again ({_SERVED})")
+                                         f"back to {followed} to index it again ({_SERVED})", busy)
+
+
+def settled_branch(folder: Path, *, follow: str = "", settle_s: float = SETTLE_S) -> BranchCheck:
+    """`read_branch` once git has finished rewriting the checkout (or after `settle_s`: a lock left by a
+    crashed git is decided on as it stands). Sleeps in steps of 0.1 s: an editor's `git status` holds
+    the lock for milliseconds, a checkout of many files for seconds."""
+    deadline = time.monotonic() + settle_s
+    check = read_branch(folder, follow=follow)
+    waited = False
+    while check.busy and time.monotonic() < deadline:
+        waited = True
+        time.sleep(0.1)
+        check = read_branch(folder, follow=follow)
+    if waited and not check.busy:  # git drops the lock once the files and index are written, then moves HEAD
+        time.sleep(0.2)
+        check = read_branch(folder, follow=follow)
+    return check
 
 
 def held_back(paths: Iterable[str | Path], *, team: bool, follow: str) -> dict[str, str]:
@@ -130,17 +155,20 @@ Admission = Literal["index", "resume", "hold"]
 class BranchGate:
     """The sources this backend holds back from a team genome, and when to look at them again.
 
-    `admit` is asked before each pass and each watched batch (file reads, microseconds); `returned`
+    `admit` is asked before each pass and each watched batch (file reads, microseconds; it waits while
+    git rewrites the checkout), `moved` between two files of one; `returned`
     by the sources worker's timer, every `every_s`, while a source is held back, so a checkout that
     comes back without a file event (two branches with the same files) is noticed too. Thread-safe:
     the worker asks, request threads read `last` for the status."""
 
-    def __init__(self, *, team: bool, follow: str, every_s: float) -> None:
+    def __init__(self, *, team: bool, follow: str, every_s: float, settle_s: float = SETTLE_S) -> None:
         self._team = team
         self._follow = follow
         self._every_s = every_s
+        self._settle_s = settle_s
         self._lock = threading.Lock()
         self._last: dict[str, BranchCheck] = {}  # source → its last check (the status shows it)
+        self._looked: dict[str, float] = {}  # source → when `moved` last read its checkout
         self._held: dict[str, Path] = {}  # source → its folder here, while held back
         self._due: float | None = None  # monotonic time of the next look at the held sources
         self._logged: set[tuple[str, str]] = set()
@@ -180,6 +208,24 @@ class BranchGate:
             log.info("%s: its checkout is back on the followed branch; indexing it again", key)
         return back
 
+    def moved(self, *, key: str, folder: Path) -> bool:
+        """Asked between two files of a pass or a batch (reads the checkout every LOOK_EVERY_S at most):
+        has git started rewriting it, or has it left the followed branch? Then the caller stops there,
+        its work is queued again, and `admit` decides once git is done. False on a personal genome."""
+        if not self._team:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            if now - self._looked.get(key, float("-inf")) < LOOK_EVERY_S:
+                return False
+            self._looked[key] = now
+        check = read_branch(folder, follow=self._follow)
+        if check.busy or check.held_back:
+            log.info("%s: the checkout moved during indexing (%s); stopping between two files",
+                     key, "git is rewriting it" if check.busy else check.why)
+            return True
+        return False
+
     def holds(self, key: str) -> bool:
         with self._lock:
             return key in self._held
@@ -193,6 +239,7 @@ class BranchGate:
         with self._lock:
             self._release([key])
             self._last.pop(key, None)
+            self._looked.pop(key, None)
 
     def _release(self, keys: list[str]) -> None:
         """Under the lock: no longer held (the timer stops with the last one)."""
@@ -202,7 +249,7 @@ class BranchGate:
             self._due = None
 
     def _check(self, key: str, folder: Path) -> BranchCheck:
-        check = read_branch(folder, follow=self._follow)
+        check = settled_branch(folder, follow=self._follow, settle_s=self._settle_s)
         unreadable = check.why.startswith(_UNREADABLE)
         with self._lock:
             before = self._last.get(key)

@@ -494,13 +494,15 @@ class SourcesService:
         else:
             self._paths(key, root, row.project, work.paths, names)
 
-    def _progress_cb(self, key: str, kind: str, offset: int = 0, total: int | None = None
+    def _progress_cb(self, key: str, root: Path, kind: str, offset: int = 0, total: int | None = None
                      ) -> Callable[[int, int, str], None]:
         def progress(index: int, count: int, _path: str) -> None:
             with self._cond:
                 if key in self._cancel or self._paused or self._stopping:
                     raise Interrupted()
                 self._progress = Progress(key, offset + index, total if total is not None else count, kind)
+            if self._branches.moved(key=key, folder=root):  # a team genome: a checkout switched under the pass
+                raise Interrupted()  # queued again: admit waits for git, then holds or indexes
         return progress
 
     def _full(self, key: str, root: Path, project: str | None) -> None:
@@ -509,7 +511,7 @@ class SourcesService:
         self._set_state(key, "indexing", None)
         with self._cond:
             lost = self._lost.get(key)
-        report = self._index().ingest_path(root, project=project, progress=self._progress_cb(key, "full"))
+        report = self._index().ingest_path(root, project=project, progress=self._progress_cb(key, root, "full"))
         with self._cond:
             if self._lost.get(key) == lost:  # events lost during this pass ask for one more
                 self._lost.pop(key, None)
@@ -550,7 +552,7 @@ class SourcesService:
         for group_project, group in groups.items():
             # each event is judged like a file met in the walk: no link out of the folder, read safely
             last = self._index().ingest_path(group, project=group_project, confine_to=[root],
-                                          progress=self._progress_cb(key, "changes", done, total))
+                                          progress=self._progress_cb(key, root, "changes", done, total))
             done += len(group)
             for raw in group:
                 skips.pop(raw, None)

@@ -9,8 +9,13 @@ personal (SQLite) genome is never held back: its user's checkout is what it inde
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
+from helix_context.sources import branch
 from helix_context.sources.branch import BranchGate, read_branch
 from tests.sources.conftest import git, git_repo, write
 
@@ -117,3 +122,50 @@ def test_a_personal_genome_indexes_whatever_branch_is_checked_out(service_factor
     (row,) = service.status()["sources"]
     assert (row["state"], row["files"]) == ("watching", 2) and "branch" not in row, row  # feature's two files
     assert "another branch" not in service.status()["summary"]
+
+
+def test_while_git_rewrites_the_checkout_the_gate_waits_for_it_before_deciding(tmp_path: Path) -> None:
+    """During `git checkout feature` git rewrites the files first and HEAD last, holding index.lock: a batch
+    judged by HEAD alone would index feature's files as main's. The gate waits for the lock to go."""
+    repo = git_repo(tmp_path / "repo", FILES, origin=True)
+    git(repo, "branch", "feature")
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")
+    assert read_branch(repo).busy and read_branch(repo).branch == "main"
+
+    def finish_checkout() -> None:
+        time.sleep(0.4)
+        (repo / ".git" / "HEAD").write_text("ref: refs/heads/feature\n")
+        lock.unlink()
+
+    gate = BranchGate(team=True, follow="", every_s=1.0, settle_s=10.0)
+    switcher = threading.Thread(target=finish_checkout)
+    started = time.monotonic()
+    switcher.start()
+    try:
+        assert gate.admit(key="@repo", folder=repo) == "hold"  # feature's files are not indexed as main's
+    finally:
+        switcher.join()
+    assert time.monotonic() - started >= 0.4 and not read_branch(repo).busy
+
+    git(repo, "checkout", "-q", "main")
+    lock.write_text("")  # a lock a crashed git left behind: decided without it after settle_s
+    stale = BranchGate(team=True, follow="", every_s=1.0, settle_s=0.3)
+    started = time.monotonic()
+    assert stale.admit(key="@repo", folder=repo) == "index" and time.monotonic() - started < 5
+
+
+def test_a_pass_stops_between_two_files_when_its_checkout_moves(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = git_repo(tmp_path / "repo", FILES, origin=True)
+    gate = BranchGate(team=True, follow="", every_s=1.0)
+    assert not gate.moved(key="@repo", folder=repo)
+    (repo / ".git" / "index.lock").write_text("")
+    assert not gate.moved(key="@repo", folder=repo)  # looked at most every LOOK_EVERY_S: not yet
+    monkeypatch.setattr(branch, "LOOK_EVERY_S", 0.0)
+    assert gate.moved(key="@repo", folder=repo)  # git is rewriting it
+    (repo / ".git" / "index.lock").unlink()
+    assert not gate.moved(key="@repo", folder=repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    assert gate.moved(key="@repo", folder=repo)  # left the followed branch
+    assert not BranchGate(team=False, follow="main", every_s=1.0).moved(key=str(repo), folder=repo)
