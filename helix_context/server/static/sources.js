@@ -63,7 +63,7 @@
     if (src.project) path.appendChild(text("span", " [" + src.project + "]", "project"));
     tr.appendChild(path);
     const state = document.createElement("td");
-    state.appendChild(text("span", src.state, "state " + src.state));
+    state.appendChild(text("span", src.state.replace(/_/g, " "), "state " + src.state));  // other_branch → other branch
     if (src.progress && src.progress.total) {
       const bar = document.createElement("span");
       bar.className = "progress";
