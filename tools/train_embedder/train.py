@@ -9,16 +9,17 @@ are needed.
 
 Recipe (issue 23): multiple-negatives ranking loss (softmax over the batch's
 codes, similarity = 20 x cosine), mean pooling, queries <= 64 word pieces,
-code <= 256, 2 epochs, batch 384, AdamW lr 5e-5 with 10 % linear warm-up
-then linear decay, weight decay 0.01, dropout 0.1, bf16 autocast on a GPU,
-fixed seed, deterministic kernels where torch has them.
+code <= 256 (the shipped model: digests <= 32 beside it), 2 epochs, batch
+384, AdamW lr 5e-5 with 10 % linear warm-up then linear decay, weight decay
+0.01, dropout 0.1, bf16 autocast on a GPU, fixed seed, deterministic kernels
+where torch has them.
 
 Inputs: the base model folder (config.json, tokenizer.json and
 model.safetensors, plain or packed per-row int8 -- see weights.py) and the
 pairs from mine.py: the code pairs, the digest pairs (shapes.py), or both
-trained together, each folder with its own passage length. Output (--out): model.fp16.safetensors (same names as
-the base) split into parts below 16 MB, metrics.json and train.log lines on
-stdout. Usage::
+trained together, each folder with its own passage length. Output (--out):
+model.fp16.safetensors (same names as the base) split into parts below 16 MB,
+metrics.json and train.log lines on stdout. Usage::
 
     python train.py --base BASE_DIR --pairs PAIRS_DIR [DIGEST_DIR] --code-tokens 256 [32] --out OUT_DIR
 """
