@@ -201,7 +201,10 @@ class BranchGate:
                 return []
             self._due = now + self._every_s
             held = list(self._held.items())
-        back = [key for key, folder in held if not self._check(key, folder).held_back]
+        # no wait for git here (the sources worker asks under its lock): a checkout git is still rewriting
+        # stays held, and the next look (or the next batch's `admit`, which waits) takes it up
+        back = [key for key, folder in held
+                if not (check := self._check(key, folder, settle_s=0.0)).held_back and not check.busy]
         with self._lock:
             self._release(back)
         for key in back:
@@ -248,8 +251,8 @@ class BranchGate:
         if not self._held:
             self._due = None
 
-    def _check(self, key: str, folder: Path) -> BranchCheck:
-        check = settled_branch(folder, follow=self._follow, settle_s=self._settle_s)
+    def _check(self, key: str, folder: Path, *, settle_s: float | None = None) -> BranchCheck:
+        check = settled_branch(folder, follow=self._follow, settle_s=self._settle_s if settle_s is None else settle_s)
         unreadable = check.why.startswith(_UNREADABLE)
         with self._lock:
             before = self._last.get(key)

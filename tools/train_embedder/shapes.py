@@ -55,7 +55,7 @@ def docstring_without(doc: str, sentence: str, sentence_end: re.Pattern[str]) ->
 
 
 def _replace_docstring(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef,
-                       rest: str) -> tuple[list[str], int, int] | None:
+                       rest: str) -> tuple[list[str], int, int]:
     """File lines with the node's docstring rewritten to `rest`; (lines, first line, line shift)."""
     doc_node = node.body[0]
     d0, d1 = doc_node.lineno, doc_node.end_lineno or doc_node.lineno
@@ -114,10 +114,7 @@ def _pairs_for(node: ast.FunctionDef | ast.AsyncFunctionDef, question: str, line
               key=lambda s: s.end_line - s.start_line, default=None)
     if sym is None:
         return []
-    rewritten = _replace_docstring(lines, node, rest)
-    if rewritten is None:
-        return []
-    new_lines, at, shift = rewritten
+    new_lines, at, shift = _replace_docstring(lines, node, rest)
     src = f"{rel}:{node.lineno}"
     span = dataclasses.replace(gene, content=_shifted(new_lines, sym.start_line, sym.end_line, at, shift),
                                symbol=sym.name, start_line=sym.start_line, end_line=sym.end_line, symbols=())
