@@ -36,6 +36,7 @@ from helix_context.redact import redact_url
 from helix_context.retrieve.budget import ZoneCap, zone_cap
 from helix_context.retrieve.locate import GROUP_BY, file_hit_dict, pointer_dict, rank_files
 from helix_context.retrieve.scope import Scope, parse_names
+from helix_context.retrieve.terms import MAX_WORD_DOCS
 from helix_context.weigh import Packet
 from helix_context.genome.backend import ConnectionHealth
 from helix_context.sources.branch import held_back
@@ -190,6 +191,7 @@ class HelixContextManager:
         if self.embedder is None:  # ingest parses on every core only without embeddings (see pipeline.py)
             self.start_parse_workers()
         self.retriever  # noqa: B018 - the property builds the retriever now, so the first request does not
+        self.genome.warm_reads(MAX_WORD_DOCS)  # a team genome's common words, read before the first question
         if self.embedder is not None:
             self.genome.vector_index().warm()  # loads (or rebuilds) the dense index and replays what changed
 

@@ -37,6 +37,12 @@ class LexiconMixin:
     def prefetch_counts(self, words: Iterable[str]) -> None:
         """Read these words' counts together before they are asked one by one (SQLite: nothing to gain)."""
 
+    def warm_reads(self, min_genes: int) -> int:
+        """Hold what questions would read one by one before the first question. SQLite: nothing to hold
+        (FTS5 merges its compressed lists in C on each question, and a gene's type is a row away).
+        Returns the ids read: none."""
+        return 0
+
     def word_doc_counts_upto(self, words: Iterable[str], cap: int) -> dict[str, int]:
         """Word (an FTS token as written) → genes holding it, at most cap + 1; words no gene holds are left out."""
         out: dict[str, int] = {}

@@ -32,6 +32,13 @@ class PgCountsMixin:
         if terms:
             self._stats.doc_freqs(self._raw(), terms)
 
+    def warm_reads(self, min_genes: int) -> int:
+        """Before the first question, hold what questions would read one by one: the ids of the words in
+        more than `min_genes` genes (posting_sets.py) and which genes hold code (read_stats.CodeKinds).
+        Returns the ids read."""
+        raw = self._raw()
+        return self._postings.warm(raw, min_genes) + self._kinds.warm(raw)
+
     def doc_count_upto(self, expr: str, cap: int) -> int:
         raw = self._raw()
         query = lexical.parse(expr)

@@ -332,10 +332,12 @@ def gene_ids(packed: bytes | None) -> np.ndarray:
     return np.frombuffer(packed, dtype=">i8").astype(np.int64) if packed else np.zeros(0, np.int64)
 
 
-def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[str, np.ndarray]:
+def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int,
+                     held: Callable[[Sequence[str]], Mapping[str, np.ndarray]] | None = None) -> dict[str, np.ndarray]:
     """term_rowids for many words in one round trip: word → the sorted ids of the genes whose postings hold
     its expression (`exprs`: word → term expression), at most `limit` each. A word that is not one term
-    (rare: FTS5 would split it) is read on its own. Each word's ids come as one bytea (`gene_ids`)."""
+    (rare: FTS5 would split it) is read on its own. Each word's ids come as one bytea (`gene_ids`).
+    `held`: terms → their whole sorted ids where already in memory (posting_sets.PostingSets.held)."""
     out: dict[str, np.ndarray] = {}
     single: dict[str, str] = {}  # word → the one posting term it is
     for word, expr in exprs.items():
@@ -346,6 +348,12 @@ def term_rowid_lists(conn: Any, exprs: Mapping[str, str], limit: int) -> dict[st
             single[word] = query.groups[0][0]
         else:
             out[word] = np.asarray(term_rowids(conn, expr, limit), dtype=np.int64)
+    if single and held is not None:
+        known = held(list(dict.fromkeys(single.values())))
+        for word, term in list(single.items()):
+            if term in known:
+                out[word] = known[term][:limit].astype(np.int64)
+                del single[word]
     if single:
         with conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT t.term, (SELECT string_agg(int8send(s.gene), ''::bytea ORDER BY s.gene) "

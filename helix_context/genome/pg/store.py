@@ -369,7 +369,8 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     def term_rowid_lists(self, terms: Sequence[str], limit: int) -> dict[str, np.ndarray]:
         """term_rowids for many terms in one round trip (fulltext.FullTextMixin.term_rowid_lists on SQLite)."""
-        return lexical.term_rowid_lists(self._raw(), {t: fts_text.quote_term(t) for t in terms}, limit)
+        return lexical.term_rowid_lists(self._raw(), {t: fts_text.quote_term(t) for t in terms}, limit,
+                                        held=self._postings.held)
 
     def vector_index(self) -> PgVectorIndex:
         if self._vectors is None:

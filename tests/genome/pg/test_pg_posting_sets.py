@@ -92,3 +92,76 @@ def test_ids_follow_every_write_and_only_new_genes_are_read_as_a_delta(
             check("path")
     finally:
         helix.close()
+
+
+def test_a_started_backend_holds_the_common_words_before_its_first_question(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's start-up (load_parts) reads the commonest words' ids, so a question made only of
+    common words reads no postings; a word in too few genes is not read at start."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(6):
+        _write(tree, f"ledger_{i}.py", i)
+    (tree / "lonely.py").write_text("def quartermaster(x):\n    return x\n")
+    cfg = settings.replace(embedding={"enabled": False}, ner={"enabled": False}, genome={"url": pg_url})
+    HelixContextManager(cfg).close()
+    writer = HelixContextManager(cfg)
+    try:
+        writer.ingest_path(tree)
+    finally:
+        writer.close()
+    monkeypatch.setattr("helix_context.manager.MAX_WORD_DOCS", 3)  # "common" in a 7-file tree
+    helix = HelixContextManager(cfg)
+    try:
+        helix.load_parts()
+        reads: list[list[str]] = []
+        plain = posting_sets._read
+        monkeypatch.setattr(posting_sets, "_read", lambda conn, after, column: (
+            reads.append(list(after)), plain(conn, after, column))[1])
+        held = helix.genome._postings.of(helix.genome._raw(), ["ledger", "invoic", "settl"])
+        assert reads == [], "the common words were read at start"
+        lists = helix.genome.term_rowid_lists(["ledger", "invoice", "quartermaster"], 4)  # the silence gate's read
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert held["ledger"].tolist() == _truth(conn, "ledger")
+            assert lists["ledger"].tolist() == _truth(conn, "ledger")[:4]
+            assert lists["invoice"].tolist() == _truth(conn, "invoic")[:4]
+            assert lists["quartermaster"].tolist() == _truth(conn, "quartermast")
+        helix.genome._postings.of(helix.genome._raw(), ["quartermast"])
+        assert reads == [["quartermast"]], "a rare word is read when a question needs it"
+        kinds = helix.genome._kinds
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            code = {r for (r,) in conn.execute("SELECT id FROM genes WHERE retired_at IS NULL AND content_type = 'code'")}
+            other = {r for (r,) in conn.execute("SELECT id FROM genes WHERE retired_at IS NULL AND content_type <> 'code'")}
+        assert (kinds._code, kinds._other) == (code, other) and code, "every live gene's kind was learnt at start"
+    finally:
+        helix.close()
+
+
+def test_the_memory_drops_the_words_used_longest_ago(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    words = ["alpha", "bravo", "charli", "delta"]
+    for i in range(8):
+        (tree / f"m{i}.py").write_text(f"def f{i}():\n    return '{' '.join(words)}'\n")
+    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                 genome={"url": pg_url}))
+    try:
+        helix.ingest_path(tree)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            one = np.asarray(_truth(conn, "alpha"), dtype=np.uint32).nbytes
+            monkeypatch.setattr(posting_sets, "MAX_POSTING_BYTES", 3 * one)  # room for three words
+            sets = PostingSets(lambda: 1)
+            sets.of(conn, ["alpha", "bravo", "charli"])
+            sets.of(conn, ["alpha"])  # used again: now the most recent
+            sets.of(conn, ["delta"])
+            assert sets.held_bytes <= 3 * one
+            reads: list[list[str]] = []
+            plain = posting_sets._read
+            monkeypatch.setattr(posting_sets, "_read", lambda c, after, column: (
+                reads.append(list(after)), plain(c, after, column))[1])
+            got = sets.of(conn, ["alpha", "charli", "delta", "bravo"])
+            assert reads == [["bravo"]], "bravo, used longest ago, was the one dropped"
+            assert all(got[w].tolist() == _truth(conn, w) for w in ["alpha", "bravo", "charli", "delta"])
+    finally:
+        helix.close()
