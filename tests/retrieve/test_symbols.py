@@ -188,3 +188,28 @@ def test_a_symbol_name_not_in_the_genome_is_known_empty(archive_genome) -> None:
     helix, _ = archive_genome
     packet = helix.packet("QuantumFluxCapacitor.recalibrate_warp_manifold", "edit")
     assert packet.known_empty and not packet.items
+
+
+def _long_function() -> str:
+    """A module whose one function is too long for one gene: storage cuts it, and its later genes hold
+    no symbol's first line."""
+    steps = "\n".join(f"    total_{i} = ledger.entry_{i}(amount, rate_{i})  # step {i} of the settlement" for i in range(60))
+    return (f"def settle_accounts(ledger, amount):\n    \"\"\"Settle the ledger's accounts.\"\"\"\n{steps}\n"
+            "    refund = ledger.reverse_chargeback(amount)  # a disputed card payment is paid back\n"
+            "    return refund\n\n\ndef tiny_helper(x):\n    return x\n")
+
+
+def test_a_function_cut_into_several_genes_is_one_pointer_named_for_it(helix: HelixContextManager,
+                                                                       tmp_path: Path) -> None:
+    path = tmp_path / "books" / "settle.py"
+    path.parent.mkdir()
+    path.write_text(_long_function())
+    helix.ingest_path(path.parent)
+    genes = helix.genome.genes_for_source(str(path))
+    assert len(genes) >= 3, "the fixture must cut the function into several genes for this test to mean anything"
+    end = next(i for i, line in enumerate(path.read_text().split("\n"), 1) if line.startswith("    return refund"))
+    found = helix.fingerprint("reverse a disputed card payment chargeback", max_results=5)
+    assert (found[0]["symbol"], found[0]["start_line"], found[0]["end_line"]) == ("settle_accounts", 1, end)
+    spans = [(p["source_id"], p["start_line"], p["end_line"]) for p in found]
+    assert len(spans) == len(set(spans)), f"one function, one pointer: {spans}"
+    assert not any(p["kind"] is None and 1 < p["start_line"] <= end for p in found), found
