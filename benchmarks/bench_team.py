@@ -86,7 +86,7 @@ def timed_ingest(helix: Any, root: Path, data_dir: Path | None = None) -> tuple[
 
 def _start_up(helix: Any) -> None:
     """What a server's start-up reads before its first question (manager.load_parts, without loading the
-    models these runs leave off): a team genome's common words' postings (posting_sets.py)."""
+    models these runs leave off): a team genome's common words' postings and its genes' kinds (warm_reads)."""
     from helix_context.retrieve.terms import MAX_WORD_DOCS
 
     helix.genome.warm_reads(MAX_WORD_DOCS)

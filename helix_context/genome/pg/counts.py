@@ -9,12 +9,18 @@ lexical.py's tokenizer, so the numbers are the ones FTS5 gives.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import psycopg
+
+from helix_context.errors import GenomeError
 from helix_context.genome.pg import lexical
 from helix_context.genome.pg.posting_sets import PostingSets
 from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
+
+log = logging.getLogger(__name__)
 
 
 class PgCountsMixin:
@@ -36,8 +42,12 @@ class PgCountsMixin:
         """Before the first question, hold what questions would read one by one: the ids of the words in
         more than `min_genes` genes (posting_sets.py) and which genes hold code (read_stats.CodeKinds).
         Returns the ids read."""
-        raw = self._raw()
-        return self._postings.warm(raw, min_genes) + self._kinds.warm(raw)
+        try:
+            raw = self._raw()
+            return self._postings.warm(raw, min_genes) + self._kinds.warm(raw)
+        except (GenomeError, psycopg.Error) as exc:  # only a head start: each question still reads what it needs
+            log.warning("team genome: could not read the common words ahead of the first question (%s)", exc)
+            return 0
 
     def doc_count_upto(self, expr: str, cap: int) -> int:
         raw = self._raw()

@@ -165,3 +165,30 @@ def test_the_memory_drops_the_words_used_longest_ago(
             assert all(got[w].tolist() == _truth(conn, w) for w in ["alpha", "bravo", "charli", "delta"])
     finally:
         helix.close()
+
+
+def test_a_failed_warm_only_logs_and_questions_still_read_their_words(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(6):
+        _write(tree, f"ledger_{i}.py", i)
+    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                 genome={"url": pg_url}))
+    try:
+        helix.ingest_path(tree)
+        plain = posting_sets._read
+
+        def broken(conn: psycopg.Connection, after: dict[str, int], column: str | None) -> dict:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(posting_sets, "_read", broken)
+        assert helix.genome.warm_reads(3) == 0
+        assert "could not read the common words" in caplog.text
+        monkeypatch.setattr(posting_sets, "_read", plain)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            held = helix.genome._postings.of(helix.genome._raw(), ["ledger"])
+            assert held["ledger"].tolist() == _truth(conn, "ledger")
+    finally:
+        helix.close()
