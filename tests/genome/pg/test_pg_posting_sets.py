@@ -26,14 +26,19 @@ def _write(tree: Path, name: str, i: int) -> None:
     (tree / name).write_text(f"def settle_ledger_invoice_{i}(total):\n    return round(total, {i})\n")
 
 
-def test_ids_follow_every_write_and_only_new_genes_are_read_as_a_delta(
-        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _ledgers(settings: Settings, pg_url: str, tmp_path: Path) -> tuple[Path, HelixContextManager]:
+    """Six small ledger modules (not indexed yet) and a backend on the test database, without models."""
     tree = tmp_path / "tree"
     tree.mkdir()
     for i in range(6):
         _write(tree, f"ledger_{i}.py", i)
-    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
-                                                 genome={"url": pg_url}))
+    return tree, HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                      genome={"url": pg_url}))
+
+
+def test_ids_follow_every_write_and_only_new_genes_are_read_as_a_delta(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree, helix = _ledgers(settings, pg_url, tmp_path)
     afters: list[list[int]] = []
     plain = posting_sets._read
     monkeypatch.setattr(posting_sets, "_read", lambda conn, after, column: (
@@ -170,12 +175,7 @@ def test_the_memory_drops_the_words_used_longest_ago(
 def test_a_failed_warm_only_logs_and_questions_still_read_their_words(
         settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    for i in range(6):
-        _write(tree, f"ledger_{i}.py", i)
-    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
-                                                 genome={"url": pg_url}))
+    tree, helix = _ledgers(settings, pg_url, tmp_path)
     try:
         helix.ingest_path(tree)
         plain = posting_sets._read
