@@ -269,10 +269,14 @@ class HelixContextManager:
     def refuse_off_branch(self, paths: Sequence[str | Path]) -> None:
         """Refuse a person's ingest of files whose checkout is on another branch than a team genome follows
         (sources/branch.py): it would replace or retire the team's text. Nothing is written."""
-        held = held_back(paths, team=bool(self.settings.genome.url), follow=self.settings.sources.follow_branch)
+        held = self._off_branch(paths)
         if held:
             path, why = next(iter(held.items()))
             raise IngestRefused(f"{path} is not indexed into the team genome from this checkout: {why}")
+
+    def _off_branch(self, paths: Sequence[str | Path]) -> dict[str, str]:
+        """path → why, for the paths a team genome does not take from this checkout (sources/branch.py)."""
+        return held_back(paths, team=bool(self.settings.genome.url), follow=self.settings.sources.follow_branch)
 
     def refresh(self) -> IngestReport:
         """Re-ingest every known source file: changed ones are replaced, vanished ones retired (each read
@@ -280,7 +284,7 @@ class HelixContextManager:
         another branch than the one followed are left alone and listed as skipped."""
         names = SourceNames.of(self.settings)
         found = list(reread.local_files(self.genome.source_paths(), names))
-        held = held_back(found, team=names.team, follow=self.settings.sources.follow_branch)
+        held = self._off_branch(found)
         paths = [p for p in found if p not in held]
         if not paths and not held:
             return IngestReport()

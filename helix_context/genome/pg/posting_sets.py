@@ -93,15 +93,20 @@ class PostingSets:
     def held_bytes(self) -> int:
         return self._bytes
 
-    def of(self, conn: Any, terms: Sequence[str], column: str | None = None) -> dict[str, np.ndarray]:
-        generation = self._generation()
-        wanted = list(dict.fromkeys(terms))
+    def _look(self, terms: Sequence[str], column: str | None,
+              generation: int) -> tuple[dict[str, _Held | None], dict[str, np.ndarray]]:
+        """Each word's entry (marked as just used), and the ids of those current at `generation`."""
         with self._lock:
-            entries = {t: self._sets.get((t, column)) for t in wanted}
+            entries = {t: self._sets.get((t, column)) for t in terms}
             for t, e in entries.items():
                 if e is not None:
                     self._sets.move_to_end((t, column))
-        out = {t: e.ids for t, e in entries.items() if e is not None and e.at == generation}
+        return entries, {t: e.ids for t, e in entries.items() if e is not None and e.at == generation}
+
+    def of(self, conn: Any, terms: Sequence[str], column: str | None = None) -> dict[str, np.ndarray]:
+        generation = self._generation()
+        wanted = list(dict.fromkeys(terms))
+        entries, out = self._look(wanted, column, generation)
         if len(out) == len(wanted):
             return out
         behind = {t: e for t, e in entries.items() if e is not None and t not in out and len(e.ids)}
@@ -129,13 +134,7 @@ class PostingSets:
         """The ids held for these words (any column) that are current now; nothing is read.
         Why: the silence gate counts a question's common words in the genes they are held by, which are
         the ids held here for the commonest words (warmed at start), so those cost no round trip."""
-        generation = self._generation()
-        with self._lock:
-            found = {t: self._sets.get((t, None)) for t in terms}
-            out = {t: e.ids for t, e in found.items() if e is not None and e.at == generation}
-            for t in out:
-                self._sets.move_to_end((t, None))
-        return out
+        return self._look(terms, None, self._generation())[1]
 
     def holding_all(self, conn: Any, terms: Sequence[str], column: str | None = None) -> np.ndarray:
         """Sorted ids of the genes holding every one of `terms`."""
