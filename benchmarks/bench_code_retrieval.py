@@ -287,7 +287,7 @@ def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
         "helix": settings,
         "helix_dense_only": settings.replace(retrieval={**lexical, "locate_symbol": 0.0, "locate_definition": 0.0,
                                                         "locate_name": 0.0,
-                                                        "locate_dense": cfg.locate_dense or 1.0}),
+                                                        "locate_dense": cfg.locate_dense or None}),
         "helix_lexical_only": settings.replace(retrieval={"weight_dense": 0.0, "code_weight_dense": 0.0,
                                                           "locate_dense": 0.0}),
     }

@@ -279,7 +279,7 @@ def single_signal_retrievers(helix) -> dict:
                                                                                   "coactivation", "definition")}
     variants = {"helix_dense_only": settings.replace(retrieval={**lexical, "locate_symbol": 0.0, "locate_definition": 0.0,
                                                                 "locate_name": 0.0,
-                                                                "locate_dense": settings.retrieval.locate_dense or 1.0}),
+                                                                "locate_dense": settings.retrieval.locate_dense or None}),
                 "helix_lexical_only": settings.replace(retrieval={"weight_dense": 0.0, "code_weight_dense": 0.0,
                                                                   "locate_dense": 0.0})}
     return {k: Retriever(helix.genome, v, embedder_part=helix.embedder_part) for k, v in variants.items()}

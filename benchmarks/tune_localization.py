@@ -283,6 +283,7 @@ def tune(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from helix_context.config import load_config
+    from helix_context.ingest.embed_models import LOCATE_DENSE
     from helix_context.retrieve.locate import LocateWeights
     from helix_context.retrieve.retriever import LOCATE_WINDOW
 
@@ -308,10 +309,12 @@ def tune(args: argparse.Namespace) -> int:
         return file_, func, strict_
 
     base_file, base_func, base_strict = baselines(records, stdlib)
-    cfg = load_config().retrieval
+    settings = load_config()
+    cfg = settings.retrieval
     weights = code_weights()
+    span_weight = cfg.locate_dense if cfg.locate_dense is not None else LOCATE_DENSE[settings.embedding.model]
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
-                             cfg.locate_tests, cfg.locate_file_mass, cfg.locate_dense)
+                             cfg.locate_tests, cfg.locate_file_mass, span_weight)
     question = Question(cfg.question_dense, cfg.question_lexical)
     shipped_locate, shipped_question = locate_w, question
 

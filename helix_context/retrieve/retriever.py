@@ -6,7 +6,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -15,6 +15,7 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon
 from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
+from helix_context.ingest.embed_models import LOCATE_DENSE, MINILM
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
@@ -104,7 +105,8 @@ class Retriever:
                              "coactivation": cfg.code_weight_coactivation, "definition": cfg.code_weight_definition}
         self.locate_weights = LocateWeights(gene=cfg.locate_gene, symbol=cfg.locate_symbol,
                                             definition=cfg.locate_definition, name=cfg.locate_name,
-                                            tests=cfg.locate_tests, mass=cfg.locate_file_mass, dense=cfg.locate_dense)
+                                            tests=cfg.locate_tests, mass=cfg.locate_file_mass,
+                                            dense=cfg.locate_dense or 0.0)
         self.fuse = FUSERS[cfg.fusion]
         self.span_vectors = SpanVectors()  # spans embedded one by one, kept for the next questions
         self.catalog = ProjectCatalog(genome)
@@ -118,8 +120,15 @@ class Retriever:
         return blend_weights(self.code_weights, kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def locate_weights_for(self, kind: QueryKind) -> LocateWeights:
+        """The pointer weights for one query: its kind's blend, the span cosine's weight the model's own
+        unless helix.toml sets one (the model in use: a code model that failed to load is MiniLM here)."""
         cfg = self.settings.retrieval
-        return self.locate_weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
+        weights = self.locate_weights
+        if cfg.locate_dense is None:
+            embedder = self.embedder_part.get() if self.embedder_part is not None else None
+            key = getattr(embedder, "model_key", MINILM)
+            weights = replace(weights, dense=LOCATE_DENSE.get(key, LOCATE_DENSE[MINILM]))
+        return weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""

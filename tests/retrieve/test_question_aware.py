@@ -190,3 +190,42 @@ def test_span_vectors_keep_a_bounded_memory_per_model(dense: HelixContextManager
         small.put(("model-a", "gene", i, i), vec)
     assert len(small) == 2 and small.get(("model-a", "gene", 0, 0)) is None
     assert small.get(("model-b", "gene", 2, 2)) is None and small.get(("model-a", "gene", 2, 2)) is not None
+
+
+def _span_weight(settings: Settings, model: str, **retrieval: float) -> tuple[str, float]:
+    """(the model the backend embeds with, the span cosine's weight for a plain-words question)."""
+    manager = HelixContextManager(settings.replace(embedding={"model": model}, retrieval=retrieval,
+                                                   ner={"enabled": False}))
+    try:
+        if manager.embedder is None:
+            pytest.skip(f"embeddings unavailable: {manager.embedder_part.detail}")
+        return manager.embedder.model_key, manager.retriever.locate_weights_for(QueryKind()).dense
+    finally:
+        manager.close()
+
+
+def test_the_span_weight_follows_the_model_in_use_unless_set(settings: Settings, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`locate_dense` unset: the code-trained model's span cosines count more than MiniLM's (it ranks
+    functions better); a value in helix.toml is kept whatever the model; a code model that cannot load
+    serves MiniLM's vectors, so MiniLM's weight."""
+    from helix_context.ingest import embed_models
+
+    model, plain = _span_weight(settings, "minilm")
+    assert model == "minilm"
+    model, code = _span_weight(settings, "code-minilm")
+    assert model == "code-minilm" and code == pytest.approx(1.5 * plain)
+    assert _span_weight(settings, "code-minilm", locate_dense=0.7)[1] == pytest.approx(0.7 * plain)
+
+    monkeypatch.setattr(embed_models, "CODE_MODEL_DIR", tmp_path / "no_model")  # the artifact is gone
+    assert _span_weight(settings, "code-minilm") == ("minilm", pytest.approx(plain))
+
+
+def test_an_empty_environment_value_leaves_the_span_weight_to_the_model(tmp_path: Path) -> None:
+    from helix_context.config import load_config
+
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text("[retrieval]\nlocate_dense = 2.0\n")
+    assert load_config(cfg, env={}).retrieval.locate_dense == 2.0
+    assert load_config(cfg, env={"HELIX_RETRIEVAL_LOCATE_DENSE": "0.5"}).retrieval.locate_dense == 0.5
+    assert load_config(cfg, env={"HELIX_RETRIEVAL_LOCATE_DENSE": ""}).retrieval.locate_dense is None

@@ -184,6 +184,12 @@ run starts from (bundle.py); the product's MiniLM is built from the fp32 package
 
 Reproducibility: the same command with the same package versions and seed gives the same
 pairs (sha256 in manifest.json) and held-out metrics within +-0.01 (see the README).
+
+## In Helix
+A pointer's own span cosine counts `LOCATE_DENSE["code-minilm"]` (helix_context/ingest/embed_models.py)
+beside its gene's score, unless helix.toml sets `[retrieval] locate_dense`. That weight was chosen on the
+development data (stdlib questions, swe-dev issues) for this model; a retrained model's is chosen again
+(docs/performance.md has the runs).
 """
 
 
