@@ -101,9 +101,7 @@ class LearningMixin:
             return
         now = max(d.at for d in batch)
         with self.transaction(changes_genes=False, durable=False) as tx:
-            marks = ",".join("?" * len(wanted))
-            live = {int(r[0]) for r in tx.execute(
-                f"SELECT id FROM genes WHERE retired_at IS NULL AND id IN ({marks})", wanted).fetchall()}
+            live = self._live_delivered(tx, wanted)
             uses: Counter[int] = Counter()
             pairs: Counter[tuple[int, int]] = Counter()
             for d in batch:
@@ -121,6 +119,13 @@ class LearningMixin:
             self._count_pairs(tx, sorted((a, b, n) for (a, b), n in pairs.items()), now)
             if uses:
                 cap_edges(tx, self.caps.coactivation_per_gene, sorted(uses), self.party_scope)
+
+    def _live_delivered(self, tx: Any, wanted: Sequence[int]) -> set[int]:
+        """Which of the delivered genes (sorted) are live; SQLite's transaction holds the whole file, the
+        team genome's locks their rows in order here (pg/learning.py)."""
+        marks = ",".join("?" * len(wanted))
+        return {int(r[0]) for r in tx.execute(
+            f"SELECT id FROM genes WHERE retired_at IS NULL AND id IN ({marks})", list(wanted)).fetchall()}
 
     def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int, int]], now: float) -> None:
         """Each pair's co-activation count + n: a statement per pair, run in-process by SQLite (the team

@@ -1,4 +1,5 @@
-"""The team genome's side of learning.py: a batch of deliveries' co-activation pairs in one statement.
+"""The team genome's side of learning.py: a batch of deliveries' co-activation pairs in one statement,
+after the batch's genes are locked in one order.
 
 Why: a delivery of 24 genes is 276 pairs. SQLite runs a statement per pair in-process for
 microseconds each; on PostgreSQL each is a statement the server parses, plans and executes
@@ -16,9 +17,21 @@ from helix_context.genome.retention import PartyScope
 
 
 class PgLearningMixin:
-    """Overrides LearningMixin._count_pairs; placed before it in PgGenome's bases."""
+    """Overrides LearningMixin._live_delivered and _count_pairs; placed before it in PgGenome's bases."""
 
     party_scope: PartyScope
+
+    def _live_delivered(self, tx: Any, wanted: Sequence[int]) -> set[int]:
+        """The live delivered genes, their rows locked in id order before anything is written.
+
+        Why: a batch bumps its genes' access counts in a statement per use count, each locking its rows
+        in no set order. Two backends recording overlapping answers at once then took each other's rows
+        in opposite orders and deadlocked (8 client backends at 96k genes: batches lost, "delivery
+        record(s) not written", and a second's wait each time). Locked here in one order, the second
+        waits for the first."""
+        return {int(r[0]) for r in tx.execute(
+            "SELECT id FROM genes WHERE retired_at IS NULL AND id = ANY(?::bigint[]) ORDER BY id FOR UPDATE",
+            (list(wanted),)).fetchall()}
 
     def _count_pairs(self, tx: Any, pairs: Sequence[tuple[int, int, int]], now: float) -> None:
         if not pairs:

@@ -31,6 +31,7 @@ from helix_context.genome import fts_text
 from helix_context.genome.pg import lexical
 from helix_context.genome.pg.link import Link
 from helix_context.genome.pg.qmark import QmarkConnection, bind, rewrite
+from helix_context.genome.pg.gene_facts import GeneFacts
 from helix_context.genome.pg.posting_sets import PostingSets
 from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
@@ -109,6 +110,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         self._stats = ReadStats(self.generation)  # per-generation counts: no round trip per question for them
         self._kinds = CodeKinds()
         self._postings = PostingSets(self.generation)  # common words' gene ids, for ANDs (posting_sets.py)
+        self._facts = GeneFacts(self.generation)  # ranked genes' paths and marks (gene_facts.py)
         self._link = Link(url)  # up, or down and retried with backoff (link.py; shown in /health)
         self._door = WriteDoor(PgDialect())
         first = self._raw()
@@ -244,20 +246,25 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         found, and the answer comes back empty. Nested use (already in a transaction) keeps the outer one.
 
         One BEGIN that names the level (the connection is in autocommit, so the statement is ours to
-        send): two round trips per question, where psycopg's transaction() and a SET TRANSACTION took three.
+        send), queued in pipeline mode so that it travels with the question's first read: one round trip
+        more than the reads themselves (the COMMIT), where psycopg's transaction() and a SET TRANSACTION
+        took three. Why it matters: under load each round trip waits for a core twice (the server's turn,
+        then this backend's), and eight client backends on two cores waited far longer than they worked.
         """
         raw = self._raw()
         if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             yield
             return
-        raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         try:
-            yield
+            with raw.pipeline():
+                raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield
+                raw.execute("COMMIT")  # sent with the pipeline's closing Sync
         except BaseException:
-            if not (raw.closed or raw.broken):
+            # after an error the pipeline skipped what followed it: the ROLLBACK goes once it is closed
+            if not (raw.closed or raw.broken) and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 raw.execute("ROLLBACK")
             raise
-        raw.execute("COMMIT")
 
     def export_reads(self) -> AbstractContextManager[PgExportReads]:
         """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""
@@ -352,6 +359,14 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         return lexical.search(raw, match, limit, column, stats=self._stats.corpus(raw),
                               freqs=lambda terms: self._stats.doc_freqs(raw, terms),
                               holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
+
+    def gene_paths(self, rowids: Sequence[int]) -> dict[int, str]:
+        """Gene rowid → its source path (symbols_sql's), with the marks, from one read per generation (gene_facts.py)."""
+        return {r: f.path for r, f in self._facts.of(self._raw(), rowids).items() if f.path is not None}
+
+    def gene_marks(self, rowids: Iterable[int]) -> dict[int, tuple[str, str, str, str, str]]:
+        """Gene rowid → (tier, device, user, org, agent) (reads.py's), with the paths (gene_facts.py)."""
+        return {r: f.marks for r, f in self._facts.of(self._raw(), rowids).items()}
 
     def term_rowids(self, term: str, limit: int) -> list[int]:
         """Gene ids whose postings hold `term`, at most `limit` (fulltext.FullTextMixin.term_rowids on SQLite)."""

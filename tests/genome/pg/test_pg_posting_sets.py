@@ -192,3 +192,54 @@ def test_a_failed_warm_only_logs_and_questions_still_read_their_words(
             assert held["ledger"].tolist() == _truth(conn, "ledger")
     finally:
         helix.close()
+
+
+def test_ids_in_both_lists_whichever_way_they_are_intersected() -> None:
+    """The mask over a narrow id range and the sorted intersection of sparse ids give the same sorted ids."""
+    rng = np.random.default_rng(7)
+    for top, n, m in ((1_000, 600, 300), (100_000, 68_000, 40_000), (2**31, 50, 5_000), (10, 1, 1)):
+        a = np.sort(rng.choice(top, n, replace=False)).astype(np.uint32)
+        b = np.sort(rng.choice(top, m, replace=False)).astype(np.uint32)
+        got = posting_sets._intersect(a, b)
+        assert got.tolist() == sorted(set(a.tolist()) & set(b.tolist())), (top, n, m)
+    assert posting_sets._intersect(np.zeros(0, np.uint32), np.arange(5, dtype=np.uint32)).tolist() == []
+
+
+def test_an_and_is_remembered_per_generation_and_grown_a_word_at_a_time(
+        settings: Settings, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One question ANDs the rarest two words, then three (terms.py), then each column's search ANDs the
+    chosen words again: each AND is worked out once per generation, a wider one from the narrower, and a
+    write (a new generation) is seen at once."""
+    tree, helix = _ledgers(settings, pg_url, tmp_path)
+    made: list[tuple[int, int]] = []
+    plain = posting_sets._intersect
+    monkeypatch.setattr(posting_sets, "_intersect", lambda a, b: (made.append((len(a), len(b))), plain(a, b))[1])
+    generation = [1]
+    sets = PostingSets(lambda: generation[0])
+
+    def truth(conn: psycopg.Connection, words: list[str]) -> list[int]:
+        return sorted(set.intersection(*(set(_truth(conn, w)) for w in words)))
+
+    try:
+        helix.ingest_path(tree)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            two, three = ["ledger", "invoic"], ["ledger", "invoic", "settl"]
+            assert sets.holding_all(conn, two).tolist() == truth(conn, two)
+            assert len(made) == 1
+            assert sets.holding_all(conn, three).tolist() == truth(conn, three)
+            assert len(made) == 2, "three words: the two remembered, ANDed with the third only"
+            assert sets.holding_all(conn, list(reversed(three))).tolist() == truth(conn, three)
+            assert len(made) == 2, "the same words again (any order): nothing worked out"
+
+            _write(tree, "ledger_9.py", 9)
+            helix.ingest_path(tree)
+            generation[0] += 1
+            got = sets.holding_all(conn, three).tolist()
+            assert got == truth(conn, three) and len(got) == 7, "the new gene is in the AND after the write"
+
+            monkeypatch.setattr(posting_sets, "MAX_AND_BYTES", 1)  # the retention rule: the oldest ANDs go
+            sets.holding_all(conn, two)
+            sets.holding_all(conn, ["invoic", "settl"])
+            assert len(sets._ands) == 1 and sets._and_bytes == sets.holding_all(conn, ["invoic", "settl"]).nbytes
+    finally:
+        helix.close()

@@ -269,6 +269,50 @@ def test_only_usage_counts_commit_without_waiting_for_the_disk(pg_url: str) -> N
         genome.close()
 
 
+def test_backends_recording_overlapping_answers_at_once_lose_no_record(pg_url: str) -> None:
+    """Two backends write delivery batches over the same genes at once, each batch counting its genes'
+    uses in a different order (one gene used once, the other twice, and the reverse): every batch is
+    written, and each gene's access count is the sum of them all. Before the rows were locked in one
+    order, the two writers took them in opposite orders and PostgreSQL killed one as a deadlock."""
+    import threading
+
+    from helix_context.genome.deliveries import Delivery
+
+    writers = [PgGenome(pg_url, listen=False) for _ in range(2)]
+    try:
+        with writers[0].transaction() as tx:
+            for n in range(6):
+                tx.execute("INSERT INTO genes(gene_id, content, content_type, source_path, observed_at, last_verified_at) "
+                           "VALUES (?, ?, 'text', ?, 0, 0)", (f"g{n}", f"text {n}", f"/f{n}.txt"))
+        ids = [r[0] for r in writers[0]._raw().execute("SELECT id FROM genes ORDER BY id").fetchall()]
+        rounds = 150
+        errors: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def write(genome: PgGenome, first: int, second: int) -> None:
+            start.wait()
+            for _ in range(rounds):
+                try:  # `first` once and `second` twice: their rows updated in that order
+                    genome._write_deliveries([Delivery((ids[first], ids[second], *ids[2:]), time.time()),
+                                              Delivery((ids[second],), time.time())])
+                except BaseException as exc:  # collected: the assertion names it
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(writers[0], 0, 1)),
+                   threading.Thread(target=write, args=(writers[1], 1, 0))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], errors[:3]
+        counts = dict(writers[0]._raw().execute("SELECT id, access_count FROM genes").fetchall())
+        assert counts[ids[0]] == counts[ids[1]] == 3 * rounds, counts
+        assert all(counts[i] == 2 * rounds for i in ids[2:]), counts
+    finally:
+        for genome in writers:
+            genome.close()
+
+
 def test_an_open_write_holds_off_a_migration_without_locking_a_row(pg_url: str) -> None:
     """A write transaction takes the migration lock shared (one round trip with BEGIN and the version
     check): a migrating backend cannot start until it ends, and two writers never wait on each other."""
