@@ -182,17 +182,31 @@ def server_cpu_s(data_dir: Path) -> float:
     for proc in psutil.process_iter(["cmdline"]):
         try:
             if str(data_dir) in " ".join(proc.info["cmdline"] or []):  # the postmaster (`-D DATA_DIR`)
-                t = proc.cpu_times()  # with its backends that ended (reaped children)...
-                total += t.user + t.system + t.children_user + t.children_system
-                for child in proc.children(recursive=True):  # ... and those still running
-                    try:
-                        c = child.cpu_times()
-                    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ending now: counted once reaped
-                        continue  # (one child ending must not drop its siblings' seconds from the sum)
-                    total += c.user + c.system
+                total += _postmaster_cpu_s(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
+
+
+def _postmaster_cpu_s(proc: Any) -> float:
+    """The postmaster's CPU with its backends': those that ended (its reaped children's times) and those
+    still running. A backend reaped between the two looks would be in neither, so the sum is taken again
+    until the reaped children's times are the same before and after the listing."""
+    import psutil
+
+    for _ in range(10):
+        before = proc.cpu_times()
+        running = 0.0
+        for child in proc.children(recursive=True):
+            try:
+                c = child.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):  # ending now: in the reaped times once reaped
+                continue
+            running += c.user + c.system
+        after = proc.cpu_times()
+        if (after.children_user, after.children_system) == (before.children_user, before.children_system):
+            return after.user + after.system + after.children_user + after.children_system + running
+    return after.user + after.system + after.children_user + after.children_system + running
 
 
 class StatementCounter:
