@@ -30,9 +30,10 @@ def menu_window(env: dict) -> str:
     ids = _x(env, "xdotool", "search", "--onlyvisible", "--name", f"^({MENU_WINDOW_NAME}|helix-tray)$").split()
     for wid in ids:
         info = _x(env, "xwininfo", "-id", wid)
-        width = int(re.search(r"Width: (\d+)", info).group(1))
-        height = int(re.search(r"Height: (\d+)", info).group(1))
-        if width >= 100 and height >= 60:  # the menu, not a 10x10 leader window
+        width, height = re.search(r"Width: (\d+)", info), re.search(r"Height: (\d+)", info)
+        if width is None or height is None:  # closed between the search and this look (a CI run met it)
+            continue
+        if int(width.group(1)) >= 100 and int(height.group(1)) >= 60:  # the menu, not a 10x10 leader window
             return wid
     return ""
 
