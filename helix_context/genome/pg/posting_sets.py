@@ -32,7 +32,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ MAX_AND_BYTES = 4 * 2**20  # of remembered ANDs (holding_all)
 MASK_SPREAD = 32  # ids spanning more than this many times the two lists' lengths: sorted intersection instead
 _COUNT = {None: "n_all", "body": "n_body", "tags": "n_tags", "path": "n_path"}
 _NO_IDS = np.zeros(0, np.int64)
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,18 @@ def _compact(ids: np.ndarray) -> np.ndarray:
     if ids.dtype == np.uint32 or not len(ids) or ids[-1] >= 2**32:
         return ids
     return ids.astype(np.uint32)
+
+
+def _put_capped(entries: OrderedDict[K, V], key: K, value: V, size: Callable[[V], int], used: int, cap: int) -> int:
+    """`value` at `key` as the most recently used, the least recently used dropped while past `cap` bytes
+    (one kept whatever its size); returns the bytes held after. The words' ids and the ANDs share this rule."""
+    before = entries.pop(key, None)
+    used += size(value) - (size(before) if before is not None else 0)
+    entries[key] = value
+    while used > cap and len(entries) > 1:
+        _, dropped = entries.popitem(last=False)
+        used -= size(dropped)
+    return used
 
 
 def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -102,12 +116,7 @@ class PostingSets:
 
     def _keep(self, key: tuple[str, str | None], held: _Held) -> None:
         """Hold `held` for `key` (under the lock), dropping the words used longest ago past the cap."""
-        before = self._sets.pop(key, None)
-        self._bytes += held.ids.nbytes - (before.ids.nbytes if before is not None else 0)
-        self._sets[key] = held
-        while self._bytes > MAX_POSTING_BYTES and len(self._sets) > 1:
-            _, dropped = self._sets.popitem(last=False)
-            self._bytes -= dropped.ids.nbytes
+        self._bytes = _put_capped(self._sets, key, held, lambda h: h.ids.nbytes, self._bytes, MAX_POSTING_BYTES)
 
     @property
     def held_bytes(self) -> int:
@@ -186,7 +195,8 @@ class PostingSets:
                 out = _intersect(out, ids)
         if self._generation() == generation:  # else the words' ids may be of two generations: not kept
             with self._lock:
-                self._keep_and((wanted, column), generation, out)
+                self._and_bytes = _put_capped(self._ands, (wanted, column), (generation, out), lambda e: e[1].nbytes,
+                                              self._and_bytes, MAX_AND_BYTES)
         return out
 
     def _and_at(self, key: frozenset[str], column: str | None, generation: int) -> np.ndarray | None:
@@ -196,14 +206,6 @@ class PostingSets:
             return None
         self._ands.move_to_end((key, column))
         return entry[1]
-
-    def _keep_and(self, key: tuple[frozenset[str], str | None], generation: int, ids: np.ndarray) -> None:
-        before = self._ands.pop(key, None)
-        self._and_bytes += ids.nbytes - (before[1].nbytes if before is not None else 0)
-        self._ands[key] = (generation, ids)
-        while self._and_bytes > MAX_AND_BYTES and len(self._ands) > 1:
-            _, (_, dropped) = self._ands.popitem(last=False)
-            self._and_bytes -= dropped.nbytes
 
     def warm(self, conn: Any, min_genes: int) -> int:
         """Read the ids of the words held by more than `min_genes` genes, commonest first, up to WARM_SHARE of
