@@ -33,6 +33,7 @@ _CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.
 __all__ = [
     "count_tokens",
     "count_tokens_kept",
+    "count_with_line_break",
     "truncate_to_tokens",
     "tokenizer_name",
     "litellm_tokenizers_dir",
@@ -185,6 +186,39 @@ def count_tokens_kept(text: str) -> int:
 @functools.lru_cache(maxsize=256)
 def _count_kept(text: str, heuristic: bool) -> int:
     return count_tokens(text)
+
+
+def count_with_line_break(text: str, tokens: int) -> int:
+    """Tokens of ``text + "\n"``, given ``tokens`` = count_tokens(text), without reading text again.
+
+    Why it is exact: cl100k_base cuts text into pieces by its pattern and encodes each piece on its
+    own. A line break after a letter or digit is a piece by itself (one token); after a run of symbols
+    it joins that run's piece (as in ")\n"), so only that last piece is counted again, with and without
+    the break. The heuristic counts a line break as one always. ``text`` must not end in whitespace
+    (the caller strips it); one that does is counted whole."""
+    if not text:
+        return count_tokens("\n")
+    if text[-1].isspace():
+        return count_tokens(text + "\n")
+    if _encoder() is None:
+        return tokens + 1
+    tail = _last_symbol_piece(text)
+    if not tail:
+        return tokens + 1
+    return tokens - count_tokens_kept(tail) + count_tokens_kept(tail + "\n")
+
+
+def _last_symbol_piece(text: str) -> str:
+    """The trailing run of symbols (not space, letter or digit) that cl100k_base makes one piece, with
+    the single space its pattern takes before such a run; "" when text ends in a letter or digit."""
+    i = len(text)
+    while i and not (text[i - 1].isspace() or text[i - 1].isalpha() or text[i - 1].isnumeric()):
+        i -= 1
+    if i == len(text):
+        return ""
+    if i and text[i - 1] == " ":
+        i -= 1
+    return text[i:]
 
 
 def _cut_at_line(prefix: str, full: str) -> str:

@@ -126,3 +126,28 @@ def test_kept_counts_are_the_counts_and_follow_the_counter(monkeypatch):
     assert tokens.count_tokens_kept(text) == count_tokens(text) == tokens.count_tokens_kept(text)
     monkeypatch.setattr(tokens, "_encoder", lambda: None)  # the counter changes: the remembered count is not its
     assert tokens.count_tokens_kept(text) == tokens._heuristic_count(text)
+
+
+def _endings() -> list[str]:
+    """Texts ending every way a gene can: the project's own source cut at odd lines, and edge cases."""
+    texts = ["x )", "a  )", "it's", "x's')", "'''", "é", "a\u0301", "１２３)", "foo_", "x = {'a': 1}", "…", "🙂",
+             "a 🙂", "\t)", "x\u00a0)", "1234", "$$$", " ;", "中文。", "->", "x ->", "\\", "#", "  ...", "a\n)"]
+    root = Path(tokens.__file__).parent
+    for path in sorted(root.rglob("*.py"))[:60]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        texts += ["\n".join(lines[k:k + 1 + k % 23]).rstrip() for k in range(0, len(lines), 5)]
+    return [t for t in texts if t]
+
+
+@pytest.mark.parametrize("counter", ["cl100k", "heuristic"])
+def test_a_line_break_is_counted_from_the_texts_own_count(counter, monkeypatch):
+    """count_with_line_break must equal counting text + "\\n" again: windows sum their parts with it."""
+    if counter == "heuristic":
+        monkeypatch.setattr(tokens, "_encoder", lambda: None)
+    elif tokens.tokenizer_name() != "cl100k_base":
+        pytest.skip("cl100k_base files not found offline")
+    texts = _endings()
+    assert len(texts) > 1000
+    wrong = [t[-20:] for t in texts if tokens.count_with_line_break(t, count_tokens(t)) != count_tokens(t + "\n")]
+    assert wrong == []
+    assert tokens.count_with_line_break("x  ", count_tokens("x  ")) == count_tokens("x  \n")  # not stripped

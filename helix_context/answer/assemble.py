@@ -27,7 +27,7 @@ from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.query_text import echo
 from helix_context.retrieve.budget import ZoneCap
 from helix_context.retrieve.retriever import coverages
-from helix_context.tokens import count_tokens, count_tokens_kept, truncate_to_tokens
+from helix_context.tokens import count_tokens, count_tokens_kept, count_with_line_break, truncate_to_tokens
 from helix_context.weigh import freshness
 from helix_context.weigh.live_serve import LiveServe
 
@@ -144,12 +144,24 @@ def _facts_for(item: ScoredGene, wanted: set[str]) -> list[tuple[str, str]]:
     return facts[:MAX_FACTS_PER_GENE]
 
 
-def _gene_block(item: ScoredGene, body: str, facts: list[tuple[str, str]]) -> str:
+_CLOSE = "</GENE>"
+
+
+def _gene_opening(item: ScoredGene, facts: list[tuple[str, str]]) -> str:
     facts_attr = "; ".join(f"{k}={v}" for k, v in facts)
     attrs = f'src="{_attr(item.gene.src)}"'
     if facts_attr:
         attrs += f' facts="{_attr(facts_attr)}"'
-    return f"<GENE {attrs}>\n{body.rstrip()}\n</GENE>"
+    return f"<GENE {attrs}>\n"
+
+
+def _block_tokens(opening: str, body: str, body_tokens: int) -> int:
+    """Tokens of a gene block and its line break in the window, from the body's own count: the body
+    starts a piece after the opening's line break, and the closing tag one after the body's."""
+    if not body or body[0] in "\r\n":  # the opening's line break would join the body's first piece
+        return count_tokens(f"{opening}{body}\n{_CLOSE}\n")
+    return (count_tokens_kept(opening) + count_with_line_break(body, body_tokens)
+            + count_tokens_kept(_CLOSE + "\n"))
 
 
 def _answer_slate(items: Sequence[ScoredGene], qs: QuerySignals, max_tokens: int) -> str:
@@ -228,17 +240,26 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
 
     header = "<expressed_context>" + (f"\n{decoder}" if decoder else "")
     footer = "</expressed_context>"
-    used = count_tokens_kept(header) + count_tokens_kept(footer) + 2
+    header_tokens, footer_tokens = count_tokens_kept(header), count_tokens_kept(footer)
+    used = header_tokens + footer_tokens + 2  # budgeted: each part and its line break counted on its own
+    # exact, and no part is read twice: every part after the first opens with "<", where cl100k_base
+    # always starts a new piece after a line break, so the joined text counts what its parts and their
+    # line breaks count (count_with_line_break)
+    in_window = count_with_line_break(header, header_tokens) + footer_tokens
     parts: list[str] = [header]
     note = _live_note(live)
-    if note and count_tokens(note) + used < budget // 4:  # never more than a quarter of the budget
+    note_tokens = count_tokens(note) if note else 0
+    if note and note_tokens + used < budget // 4:  # never more than a quarter of the budget
         parts.append(note)  # sent even when nothing else is left: the model learns its sources moved
-        used += count_tokens(note) + 1
+        used += note_tokens + 1
+        in_window += count_with_line_break(note, note_tokens)
     if small and items:
         slate = _answer_slate(items, qs, min(settings.answer_slate_tokens, max(0, budget - used)))
         if slate:
+            slate_tokens = count_tokens(slate)
             parts.append(slate)
-            used += count_tokens(slate) + 1
+            used += slate_tokens + 1
+            in_window += count_with_line_break(slate, slate_tokens)
 
     blocks: list[tuple[ScoredGene, str, int]] = []
     delivered: list[DeliveredGene] = []
@@ -248,7 +269,9 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         if remaining < MIN_GENE_TOKENS:
             break
         facts = _facts_for(item, wanted)
-        overhead = count_tokens_kept(_gene_block(item, "", facts)) + 1
+        opening = _gene_opening(item, facts)
+        # the tags, and the line breaks after the body and the block (a break is at most one token more)
+        overhead = count_tokens_kept(opening) + count_tokens_kept(_CLOSE) + 2
         room = remaining - overhead
         if room < MIN_GENE_TOKENS // 2:
             break
@@ -272,8 +295,10 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         if body_tokens > room:
             body = truncate_to_tokens(body, room)
             body_tokens = count_tokens(body)
-        block = _gene_block(item, body, facts)
+        stripped = body.rstrip()
+        block = f"{opening}{stripped}\n{_CLOSE}"
         block_tokens = body_tokens + overhead
+        in_window += _block_tokens(opening, stripped, body_tokens if stripped == body else count_tokens(stripped))
         used += block_tokens
         blocks.append((item, block, block_tokens))
         delivered.append(DeliveredGene(item.gene.gene_id, item.gene.src, item.score, body_tokens, original, method,
@@ -299,7 +324,7 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         expressed_context=text,
         context_health=health,
         tier=retrieval.tier if blocks else "abstain",
-        tokens=count_tokens(text) if text else 0,
+        tokens=in_window if text else 0,
         budget_tokens=budget,
         genes=tuple(delivered),
         model=prof,

@@ -119,6 +119,10 @@ class LearningMixin:
             self._count_pairs(tx, sorted((a, b, n) for (a, b), n in pairs.items()), now)
             if uses:
                 cap_edges(tx, self.caps.coactivation_per_gene, sorted(uses), self.party_scope)
+        self._after_deliveries()
+
+    def _after_deliveries(self) -> None:
+        """After a batch is written: nothing for SQLite (the team genome's: pg/learning.py)."""
 
     def _live_delivered(self, tx: Any, wanted: Sequence[int]) -> set[int]:
         """Which of the delivered genes (sorted) are live; SQLite's transaction holds the whole file, the

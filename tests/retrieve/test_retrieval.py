@@ -115,6 +115,37 @@ def test_expressed_context_format_and_budget(loaded: HelixContextManager) -> Non
     assert 0 <= health.coverage <= 1 and 0 <= health.freshness <= 1
 
 
+def test_the_token_count_a_window_reports_is_its_texts_count(loaded: HelixContextManager, project: Path) -> None:
+    """The window's count is summed from its parts (no text is tokenized twice); it must still be the
+    count of the text the model receives, whatever the genes end or start with."""
+    from helix_context.tokens import count_tokens
+
+    odd = {
+        "odd/brackets.py": "def shipping_quote(order):\n    return {'total': (order.weight * RATE)}\n",
+        "odd/spaced.py": "\n\n\ndef shipping_label(order):  \n    return  )  \n   \n",
+        "odd/quotes.py": 'SHIPPING_NOTE = """it\'s fragile: handle with care \u2026"""\n',
+        "odd/unicode.md": "# Shipping \u00e9t\u00e9\n\nLes colis partent \u00e0 9\u00a0h \u2014 shipping r\u00e8gles \U0001f69a\n",
+        "odd/long.py": "\n".join(f"def shipping_rule_{i}(x):\n    return x * {i} + OFFSET_{i}  # shipping rule {i}"
+                                  for i in range(120)),
+    }
+    for rel, text in odd.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text, encoding="utf-8")
+    loaded.ingest_path(project)
+    windows = [loaded.build_context(q, budget_tokens=b, model=m)
+               for q in ("shipping quote label rules", "server port host configuration", "shipping")
+               for b in (200, 900, 6000) for m in (None, "qwen2.5:0.5b")]
+    for mode in ("condensed", "minimal", "none"):
+        manager = HelixContextManager(loaded.settings.replace(assembly={"decoder_mode": mode}), genome=loaded.genome)
+        windows.append(manager.build_context("shipping quote label rules", budget_tokens=2000))
+    assert sum(len(w.genes) for w in windows) > 20 and any(w.layout == "small" and "<answer_slate>" in w.expressed_context
+                                                            for w in windows)
+    assert any(g.method != "none" for w in windows for g in w.genes)  # compressed bodies are counted too
+    for window in windows:
+        assert window.tokens == count_tokens(window.expressed_context), window.expressed_context[:200]
+        assert window.tokens <= window.budget_tokens
+
+
 def test_small_models_get_the_answer_slate_first(loaded: HelixContextManager) -> None:
     window = loaded.build_context("server port", model="qwen2.5:0.5b")
     assert window.layout == "small"
