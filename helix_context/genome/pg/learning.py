@@ -58,7 +58,7 @@ class PgLearningMixin:
         Why: the table starts empty, and an empty table analyzed (a new team genome, or one copied in)
         has no statistics on its columns, which autovacuum gives it only at its next round, a minute or
         more later. Until then the planner reads a question's co-activation by the wrong index (the
-        primary key, skipping over every `a` for each `b`): 1.3 ms instead of 0.4 ms a question at 96k
+        primary key, skipping over every `a` for each `b`): 1.7 ms instead of 0.7 ms a question at 96k
         genes, on every backend, from the first question. Analyzing a few hundred rows takes
         milliseconds; a role not allowed to analyze leaves it to autovacuum."""
         if self._pairs_have_statistics:
