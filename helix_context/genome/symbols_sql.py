@@ -57,38 +57,55 @@ class SymbolReadsMixin:
                 out.setdefault(sym.gene, []).append(sym)
         return out
 
-    def named_and_framed(self, leaves: Iterable[str], per_name: int, frames: Iterable[tuple[str, str]]
-                         ) -> tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]:
+    def start_named_and_framed(self, leaves: Iterable[str], per_name: int, frames: Iterable[tuple[str, str]]
+                               ) -> Callable[[], tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]]:
         """(lowercased name → symbols defining it, at most `per_name + 1` each so the caller sees 'too
-        common'; lowercased frame function → its definitions in files of the frame's file name).
+        common'; lowercased frame function → its definitions in files of the frame's file name), read
+        when the returned function is called; the statement for the names is sent now.
 
         A traceback frame names the file, so a name defined in hundreds of places (`__new__`) still
         points at one or two of them. Why together: a pasted traceback's functions are also names it
         uses as code, and each was read twice, one statement per name each time (96 for a 20 KB
-        issue). The frames' functions are read
-        in full, in one statement, in the order of the leaf index (by id); a name among them takes the
-        first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1` gives."""
+        issue). The frames' functions are read in full, in one statement, in the order of the leaf
+        index (by id), before anything else (they decide which names are still to read); a name among
+        them takes the first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1`
+        gives.
+
+        Why sent now and read later: on the team genome a question's reads share one pipeline
+        (`read_snapshot`), so a statement sent before the question's word counts and searches travels
+        with them instead of taking a round trip of its own, the one a "def name" question spent on its
+        names."""
         pairs = list(dict.fromkeys((t.lower(), f.lower()) for t, f in frames))
         whole = self._rows_by_leaf([leaf for _, leaf in pairs])
         names = list(dict.fromkeys(leaves))
-        few = self._rows_by_leaf([leaf for leaf in names if leaf not in whole], per_name + 1)
-        named: dict[str, list[SymbolRow]] = {}
-        for leaf in names:
-            rows = whole[leaf][:per_name + 1] if leaf in whole else few[leaf]
-            if rows:
-                named[leaf] = [SymbolRow(*r) for r in rows]
-        framed: dict[str, list[SymbolRow]] = {}
-        for tail, leaf in pairs:  # rows become SymbolRows only where the file matches (`__init__`: thousands)
-            hits = [SymbolRow(*r) for r in whole[leaf] if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
-            if hits:
-                framed.setdefault(leaf, []).extend(hits)
-        return named, framed
+        reading = self._start_rows_by_leaf([leaf for leaf in names if leaf not in whole], per_name + 1)
+
+        def read() -> tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]:
+            few = reading()
+            named: dict[str, list[SymbolRow]] = {}
+            for leaf in names:
+                rows = whole[leaf][:per_name + 1] if leaf in whole else few[leaf]
+                if rows:
+                    named[leaf] = [SymbolRow(*r) for r in rows]
+            framed: dict[str, list[SymbolRow]] = {}
+            for tail, leaf in pairs:  # rows become SymbolRows only where the file matches (`__init__`: thousands)
+                hits = [SymbolRow(*r) for r in whole[leaf] if r[1].replace("\\", "/").rsplit("/", 1)[-1].lower() == tail]
+                if hits:
+                    framed.setdefault(leaf, []).extend(hits)
+            return named, framed
+
+        return read
 
     def _rows_by_leaf(self, leaves: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
         """Each name → the symbols rows defining it (_COLUMNS, by id; all, or the first `limit`; empty: none),
         one statement per _CHUNK names."""
+        return self._start_rows_by_leaf(leaves, limit)()
+
+    def _start_rows_by_leaf(self, leaves: Sequence[str], limit: int | None = None
+                            ) -> Callable[[], dict[str, list[tuple[Any, ...]]]]:
+        """_rows_by_leaf's statements, sent now; their rows read when the returned function is called."""
         names = list(dict.fromkeys(leaves))
-        out: dict[str, list[tuple[Any, ...]]] = {leaf: [] for leaf in names}
+        cursors = []
         for part in _chunks(names):
             marks = ",".join("?" * len(part))
             if limit is None:
@@ -99,9 +116,16 @@ class SymbolReadsMixin:
                        f"(PARTITION BY leaf ORDER BY id) AS k FROM symbols WHERE leaf IN ({marks})) AS firsts "
                        "WHERE k <= ? ORDER BY leaf, id")
                 args = [*part, limit]
-            for row in self.conn.execute(sql, args):
-                out[row[0]].append(row[1:])
-        return out
+            cursors.append(self.conn.execute(sql, args))
+
+        def read() -> dict[str, list[tuple[Any, ...]]]:
+            out: dict[str, list[tuple[Any, ...]]] = {leaf: [] for leaf in names}
+            for cursor in cursors:
+                for row in cursor.fetchall():
+                    out[row[0]].append(row[1:])
+            return out
+
+        return read
 
     def symbols_of_path(self, path: str) -> list[SymbolRow]:
         return [SymbolRow(*r) for r in self.conn.execute(

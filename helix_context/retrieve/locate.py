@@ -74,14 +74,19 @@ def wants_tests(qs: QuerySignals) -> bool:
     return any(w in TEST_WORDS for w, _ in words)
 
 
-def definitions(genome: GenomeStore, qs: QuerySignals) -> dict[int, tuple[SymbolRow, float]]:
-    """Symbol id → (symbol, weight) for symbols the query names; rarer names weigh more.
-
-    A traceback frame's function in a file of the frame's name is the strongest case.
-    """
+def start_definitions(genome: GenomeStore, qs: QuerySignals) -> Callable[[], dict[int, tuple[SymbolRow, float]]]:
+    """Symbol id → (symbol, weight) for symbols the query names, when the returned function is called;
+    rarer names weigh more, and a traceback frame's function in a file of the frame's name is the
+    strongest case. The read is sent now: the retriever starts it before the lexical reads, so that on
+    the team genome it shares their round trip."""
     if not qs.definitions:
-        return {}
-    found, framed = genome.named_and_framed([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME, qs.frames)
+        return dict
+    reading = genome.start_named_and_framed([d.lower() for d in qs.definitions], MAX_DEFINITIONS_PER_NAME, qs.frames)
+    return lambda: _weighed_definitions(qs, *reading())
+
+
+def _weighed_definitions(qs: QuerySignals, found: dict[str, list[SymbolRow]], framed: dict[str, list[SymbolRow]]
+                         ) -> dict[int, tuple[SymbolRow, float]]:
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
     out: dict[int, tuple[SymbolRow, float]] = {}
     for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):

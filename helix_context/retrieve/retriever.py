@@ -20,8 +20,8 @@ from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredG
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
-from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores, definitions,
-                                          file_mass, locate, wants_tests)
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores,
+                                          file_mass, locate, start_definitions, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
@@ -194,12 +194,13 @@ class Retriever:
         if not (qs.terms or qs.identifiers or qs.path_tokens or qs.phrases):
             return Evidence(qs, WeighedTerms(), {}, {}, None)
         t = time.perf_counter()
+        reading_defs = start_definitions(self.genome, qs)  # rides with the reads below (team genome)
         terms = weigh_terms(self.genome, qs, cache=self.capped_counts)
         per_signal: dict[str, dict[int, float]] = {}
         for name, scorer in LEXICAL_SCORERS.items():
             if self._weighs(name):
                 per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts, self.searches)
-        defs = definitions(self.genome, qs)
+        defs = reading_defs()
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)
         stages["lexical"] = time.perf_counter() - t

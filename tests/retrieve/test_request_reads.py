@@ -60,7 +60,7 @@ def test_a_traceback_s_functions_are_read_once_with_the_same_definitions(genome:
     for tail, fn in dict.fromkeys((t.lower(), f) for t, f in frames):
         by_frame.setdefault(fn, []).extend(r for r in rows("leaf = ?", fn) if r.path.rsplit("/", 1)[-1] == tail)
     seen = statements(genome)
-    named, framed = genome.named_and_framed(names, 12, frames)
+    named, framed = genome.start_named_and_framed(names, 12, frames)()
     assert named == {n: r for n, r in one_by_one.items() if r} and len(named["run"]) == 13
     assert framed == {fn: r for fn, r in by_frame.items() if r} and set(framed) == {"run", "load", "save"}
     # one statement for the frames' functions, one for the name no frame has ("other")
