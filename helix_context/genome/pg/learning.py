@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from helix_context.errors import GenomeError
 from helix_context.genome.retention import PartyScope
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,9 @@ class PgLearningMixin:
     it in PgGenome's bases."""
 
     party_scope: PartyScope
-    url: str
     _pairs_have_statistics = False  # per process: set once this backend has seen the table's statistics
+
+    def _raw(self) -> Any: ...  # PgGenome's: this thread's connection
 
     def _live_delivered(self, tx: Any, wanted: Sequence[int]) -> set[int]:
         """The live delivered genes, their rows locked in id order before anything is written.
@@ -65,15 +67,15 @@ class PgLearningMixin:
             return
         self._pairs_have_statistics = True
         try:
-            _analyze_if_unknown(self.url, "coactivation")
-        except psycopg.Error as exc:  # no MAINTAIN privilege, a dropped connection: autovacuum does it later
+            _analyze_if_unknown(self._raw(), "coactivation")
+        except (psycopg.Error, GenomeError) as exc:  # no MAINTAIN privilege, a lost connection: autovacuum's
             log.info("co-activation statistics left to autovacuum: %s", exc)
 
 
-def _analyze_if_unknown(url: str, table: str) -> None:
-    """ANALYZE a table the planner knows as empty (reltuples 0) or never analyzed (-1), on a connection of
-    its own (outside the writer's transaction, which an error here must not abort)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)).fetchone()
-        if row is not None and row[0] <= 0:
-            conn.execute(f"ANALYZE {table}")
+def _analyze_if_unknown(raw: Any, table: str) -> None:
+    """ANALYZE a table the planner knows as empty (reltuples 0) or never analyzed (-1). On the writer's
+    own connection, after its transaction (the connection is in autocommit: an error here aborts
+    nothing), not a new one: a new backend costs the server more than the check."""
+    row = raw.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)).fetchone()
+    if row is not None and row[0] <= 0:
+        raw.execute(f"ANALYZE {table}")

@@ -55,7 +55,7 @@ def test_a_backend_not_allowed_to_analyze_still_records_its_deliveries(
         settings: Settings, pg_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     helix = _team(settings, pg_url, tree)
 
-    def refused(url: str, table: str) -> None:
+    def refused(raw: object, table: str) -> None:
         raise psycopg.errors.InsufficientPrivilege(f"permission denied to analyze {table}")
 
     monkeypatch.setattr(learning, "_analyze_if_unknown", refused)
