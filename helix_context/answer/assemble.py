@@ -155,13 +155,12 @@ def _gene_opening(item: ScoredGene, facts: list[tuple[str, str]]) -> str:
     return f"<GENE {attrs}>\n"
 
 
-def _block_tokens(opening: str, body: str, body_tokens: int) -> int:
+def _block_tokens(opening: str, opening_tokens: int, body: str, body_tokens: int) -> int:
     """Tokens of a gene block and its line break in the window, from the body's own count: the body
     starts a piece after the opening's line break, and the closing tag one after the body's."""
     if not body or body[0] in "\r\n":  # the opening's line break would join the body's first piece
         return count_tokens(f"{opening}{body}\n{_CLOSE}\n")
-    return (count_tokens_kept(opening) + count_with_line_break(body, body_tokens)
-            + count_tokens_kept(_CLOSE + "\n"))
+    return opening_tokens + count_with_line_break(body, body_tokens) + count_tokens_kept(_CLOSE + "\n")
 
 
 def _answer_slate(items: Sequence[ScoredGene], qs: QuerySignals, max_tokens: int) -> str:
@@ -270,8 +269,9 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
             break
         facts = _facts_for(item, wanted)
         opening = _gene_opening(item, facts)
+        opening_tokens = count_tokens_kept(opening)
         # the tags, and the line breaks after the body and the block (a break is at most one token more)
-        overhead = count_tokens_kept(opening) + count_tokens_kept(_CLOSE) + 2
+        overhead = opening_tokens + count_tokens_kept(_CLOSE) + 2
         room = remaining - overhead
         if room < MIN_GENE_TOKENS // 2:
             break
@@ -298,7 +298,8 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
         stripped = body.rstrip()
         block = f"{opening}{stripped}\n{_CLOSE}"
         block_tokens = body_tokens + overhead
-        in_window += _block_tokens(opening, stripped, body_tokens if stripped == body else count_tokens(stripped))
+        in_window += _block_tokens(opening, opening_tokens, stripped,
+                                   body_tokens if stripped == body else count_tokens(stripped))
         used += block_tokens
         blocks.append((item, block, block_tokens))
         delivered.append(DeliveredGene(item.gene.gene_id, item.gene.src, item.score, body_tokens, original, method,

@@ -65,9 +65,9 @@ class Counts(Protocol):
     def prefetch_counts(self, words: Iterable[str]) -> None: ...
 
 
-class _PerGeneration:
-    """Word counts remembered until the genome's generation changes (an ingest, a retire), so no
-    answer ever uses a stale count. Retention: at most `limit` entries, emptied when full."""
+class PerGeneration:
+    """Answers remembered until the genome's generation changes (an ingest, a retire), so no answer
+    ever uses a stale one. Retention: at most `limit` entries, emptied when a write would pass it."""
 
     def __init__(self, generation: Callable[[], int], limit: int = 20_000) -> None:
         self._generation = generation
@@ -77,18 +77,20 @@ class _PerGeneration:
         self._counts: dict[Any, Any] = {}  # a word (or a search) → what the subclass remembers for it
 
     def _counts_for(self, generation: int) -> dict[Any, Any]:
-        """Under the lock: the memory for `generation`, emptied first if that changed or it is full."""
-        if generation != self._seen_at or len(self._counts) > self._limit:
+        """Under the lock: the memory for `generation`, emptied first if that changed."""
+        if generation != self._seen_at:
             self._counts, self._seen_at = {}, generation
         return self._counts
 
     def _remember(self, generation: int, found: dict[Any, Any]) -> None:
         with self._lock:
             if self._seen_at == generation:  # an ingest in between: these counts belong to the old genome
+                if len(self._counts) + len(found) > self._limit:
+                    self._counts = {}
                 self._counts.update(found)
 
 
-class ExactDocCounts(_PerGeneration):
+class ExactDocCounts(PerGeneration):
     """Exact genes-per-word counts (fts5vocab), remembered per generation, by the word as written.
 
     The verdicts' relevance weighs a query's words by idf, so it needs exact counts;
@@ -116,7 +118,7 @@ class ExactDocCounts(_PerGeneration):
         return {t: n for t, n in known.items() if n}
 
 
-class CappedCounts(_PerGeneration):
+class CappedCounts(PerGeneration):
     """`word_doc_counts_upto`, remembered per generation: the same numbers, read once.
 
     Questions share their common words, and a common word's capped count is its most
@@ -149,7 +151,7 @@ class CappedCounts(_PerGeneration):
         return out
 
 
-class Searches(_PerGeneration):
+class Searches(PerGeneration):
     """Full-text searches (`fts_search`) remembered per generation: the same hits, searched once.
 
     Why: questions about one tree keep writing the same few path words (its top folder is in
@@ -175,7 +177,7 @@ class Searches(_PerGeneration):
         return list(hits)
 
 
-class CodeRows(_PerGeneration):
+class CodeRows(PerGeneration):
     """Which genes hold code (`code_rowids`), remembered per generation: the same answer, read once.
 
     Why: fusion asks it of every candidate of every question (~500 for a pasted issue), and the

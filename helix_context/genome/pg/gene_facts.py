@@ -19,9 +19,10 @@ Retention: at most MAX_FACTS genes; past that, all are forgotten and read again 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
+
+from helix_context.genome.lexicon import PerGeneration
 
 MAX_FACTS = 50_000
 
@@ -33,23 +34,19 @@ class Fact(NamedTuple):
     marks: Marks
 
 
-class GeneFacts:
+class GeneFacts(PerGeneration):
     """Gene rowid → its Fact, as of the generation asked at."""
 
-    def __init__(self, generation: Callable[[], int]) -> None:
-        self._generation = generation
-        self._lock = threading.Lock()
-        self._at: int | None = None
-        self._facts: dict[int, Fact] = {}
+    def __init__(self, generation: Callable[[], int], limit: int = MAX_FACTS) -> None:
+        super().__init__(generation, limit)
 
     def of(self, conn: Any, rowids: Iterable[int]) -> dict[int, Fact]:
         """The facts of those of `rowids` that exist (a removed gene has none), reading only the unknown."""
         ids = list(dict.fromkeys(int(r) for r in rowids))
         generation = self._generation()
         with self._lock:
-            if self._at != generation:
-                self._facts, self._at = {}, generation
-            found = {r: f for r in ids if (f := self._facts.get(r)) is not None}
+            known = self._counts_for(generation)
+            found = {r: f for r in ids if (f := known.get(r)) is not None}
         missing = [r for r in ids if r not in found]
         if not missing:
             return found
@@ -57,10 +54,6 @@ class GeneFacts:
                 for rowid, path, tier, device, user, org, agent in conn.execute(
                     'SELECT id, source_path, tier, device, "user", org, agent FROM genes WHERE id = ANY(%s)',
                     (missing,)).fetchall()}
-        with self._lock:
-            if self._at == generation:  # else the genome moved on while reading: used, not kept
-                if len(self._facts) + len(read) > MAX_FACTS:
-                    self._facts = {}
-                self._facts.update(read)
+        self._remember(generation, read)  # not kept if the genome moved on while reading
         found.update(read)
         return found

@@ -37,7 +37,7 @@ def test_paths_and_marks_are_read_once_per_generation_and_follow_writes(
         plain = gene_facts.GeneFacts.of
 
         def counted(self: gene_facts.GeneFacts, conn: object, ids: object) -> dict:
-            before = dict(self._facts)
+            before = dict(self._counts)
             out = plain(self, conn, ids)
             reads.append(len(set(out) - set(before)))
             return out
@@ -53,10 +53,10 @@ def test_paths_and_marks_are_read_once_per_generation_and_follow_writes(
         helix_marks = genome.gene_marks(rowids)
         assert helix_marks[gone][0] == "archived" and helix_marks == _server_facts(pg_url, rowids)[1]
 
-        monkeypatch.setattr(gene_facts, "MAX_FACTS", 2)  # retention: past the cap, all are forgotten
-        genome._facts._at = None
+        monkeypatch.setattr(genome._facts, "_limit", 2)  # retention: past the cap, all are forgotten
+        genome._facts._seen_at = -1
         genome.gene_paths(rowids[:2])
         genome.gene_paths(rowids[2:])
-        assert len(genome._facts._facts) == 2
+        assert len(genome._facts._counts) == 2
     finally:
         helix.close()
