@@ -148,6 +148,27 @@ def pad(seqs: list[list[int]], device: torch.device) -> tuple[torch.Tensor, torc
     return torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device)
 
 
+def encode_by_length(model: Bert, seqs: list[list[int]], device: torch.device,
+                     short: int = 64) -> torch.Tensor:
+    """Vectors of a batch's passages, the short ones padded apart from the long ones.
+
+    Why: a batch mixes 32-piece digests with 256-piece code; padded together, the
+    digests would cost as much as the code. Padding does not change a vector (its
+    positions are masked out of attention and pooling), so the split only saves time.
+    """
+    groups = [[i for i, s in enumerate(seqs) if len(s) <= short], [i for i, s in enumerate(seqs) if len(s) > short]]
+    out: list[torch.Tensor] = []
+    order: list[int] = []
+    for group in groups:
+        if group:
+            ids, mask = pad([seqs[i] for i in group], device)
+            out.append(model(ids, mask))
+            order += group
+    inverse = torch.empty(len(seqs), dtype=torch.long, device=device)
+    inverse[torch.tensor(order, device=device)] = torch.arange(len(seqs), device=device)
+    return torch.cat(out)[inverse]
+
+
 @torch.no_grad()
 def encode(model: Bert, seqs: list[list[int]], device: torch.device, batch: int = 512) -> torch.Tensor:
     model.eval()
@@ -201,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps (smoke tests)")
     ap.add_argument("--max-heldout", type=int, default=0, help="score only the first N held-out pairs (smoke tests)")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--symmetric", action="store_true",
+                    help="add the passage -> question direction to the loss (each passage picks its question)")
+    ap.add_argument("--mask-repeats", action="store_true",
+                    help="a batch's other pairs with the same question (its digest and code passages) are not "
+                         "counted as its negatives")
     ap.add_argument("--no-weights", action="store_true", help="write metrics only (a reproducibility re-run)")
     args = ap.parse_args(argv)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -225,8 +251,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--code-tokens: {len(caps)} numbers for {len(args.pairs)} --pairs folders")
     tq: list[list[int]] = []
     tc: list[list[int]] = []
+    question_ids: dict[str, int] = {}
+    tqid: list[int] = []  # one id per distinct question text: the same question in two sets is one question
     held: dict[str, tuple[list[list[int]], list[list[int]]]] = {}
     for folder, cap in zip(args.pairs, caps, strict=True):
+        trimmed = folder / "TRIMMED.json"  # bundle.py cut the texts to the pieces it expected to be read
+        if trimmed.is_file():
+            kept = json.loads(trimmed.read_text())
+            if args.query_tokens > kept["query_tokens"] or int(cap) > kept["passage_tokens"]:
+                raise SystemExit(f"{folder}: its texts were cut to {kept} word pieces by bundle.py; "
+                                 f"bundle again for --query-tokens {args.query_tokens} / {cap}")
         train = load_pairs(folder / "train.jsonl.xz")
         rows = load_pairs(folder / "heldout.jsonl.xz")
         if args.max_pairs:
@@ -234,12 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_heldout:
             rows = rows[: args.max_heldout]
         tq += tokenize(tok, [p["q"] for p in train], args.query_tokens)
+        tqid += [question_ids.setdefault(p["q"], len(question_ids)) for p in train]
         tc += tokenize(tok, [p["c"] for p in train], cap)
         held[folder.name] = (tokenize(tok, [p["q"] for p in rows], args.query_tokens),
                              tokenize(tok, [p["c"] for p in rows], cap))
         print(f"{folder.name}: {len(train)} training pairs (passages <= {cap} pieces), {len(rows)} held out",
               flush=True)
     print(f"tokenised in {time.perf_counter() - t0:.1f} s", flush=True)
+    qid_all = torch.tensor(tqid, device=device)
 
     def heldout() -> dict[str, dict[str, float]]:
         return {name: mrr_at_10(model, q, c, device) for name, (q, c) in held.items()}
@@ -270,15 +306,20 @@ def main(argv: list[str] | None = None) -> int:
                 break
             idx = order[b * args.batch : (b + 1) * args.batch]
             qi, qm = pad([tq[i] for i in idx], device)
-            ci, cm = pad([tc[i] for i in idx], device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 qv = model(qi, qm)
-                cv = model(ci, cm)
+                cv = encode_by_length(model, [tc[i] for i in idx], device)
             sims = (qv @ cv.T) * args.scale
             n = len(idx)
             if n not in labels_cache:
                 labels_cache[n] = torch.arange(n, device=device)
+            if args.mask_repeats:
+                q = qid_all[torch.from_numpy(idx).to(device)]
+                repeat = (q[:, None] == q[None, :]) & ~torch.eye(n, dtype=torch.bool, device=device)
+                sims = sims.masked_fill(repeat, float("-inf"))
             loss = F.cross_entropy(sims, labels_cache[n])
+            if args.symmetric:
+                loss = (loss + F.cross_entropy(sims.T, labels_cache[n])) / 2
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
