@@ -103,6 +103,24 @@ def start_tray(python: str, env: dict, log_path: Path, xsession: dict) -> tuple[
         pid = wait_until(lambda: health(f"http://127.0.0.1:{env['HELIX_SERVER_PORT']}"), timeout=40)["pid"]
         icon = wait_until(lambda: icon_window(xsession), timeout=45, every=0.05)
     except AssertionError:
+        seen = helix_windows(xsession)  # before the stop: the icon as it was when the wait gave up
         _stop(tray)
-        raise AssertionError("tray never served / docked:\n" + log_path.read_text(errors="replace")) from None
+        raise AssertionError(f"tray never served / docked; Helix windows on the display: {seen}\n"
+                             + log_path.read_text(errors="replace")) from None
     return tray, pid, icon
+
+
+def helix_windows(env: dict) -> str:
+    """Every window named for Helix (mapped or not), with its name, map state and parent, and whether a
+    tray host (trayer's panel) is on the display: what a failed wait for the docked icon needs to say
+    (a name left at an earlier state, an icon never embedded, or no tray host at all)."""
+    out = []
+    for wid in _x(env, "xdotool", "search", "--name", "^Helix").split()[:8]:
+        info = _x(env, "xwininfo", "-id", wid, "-children")
+        state = re.search(r"Map State: (\w+)", _x(env, "xwininfo", "-id", wid))
+        name = re.search(r'xwininfo: Window id: \S+ "(.*)"', info)
+        parent = re.search(r"Parent window id: (\S+)", info)
+        out.append(f"{wid} {name.group(1) if name else '?'!r} {state.group(1) if state else '?'} "
+                   f"parent {parent.group(1) if parent else '?'}")
+    panels = _x(env, "xdotool", "search", "--class", "trayer").split()
+    return "; ".join(out) + f" (trayer windows: {len(panels)})"
