@@ -52,7 +52,9 @@ def choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = No
             break
         except AssertionError:
             if attempt == 3:
-                raise AssertionError("four clicks on the icon opened no menu") from None
+                menus = _x(env, "xdotool", "search", "--name", f"^({MENU_WINDOW_NAME}|helix-tray)$").split()
+                raise AssertionError(f"four clicks on the icon opened no menu; clicked {icon}; Helix windows: "
+                                     f"{helix_windows(env)}; menu windows, shown or not: {menus}") from None
     if shot is not None:
         time.sleep(0.2)  # let the menu draw
         _x(env, "import", "-window", "root", str(shot))
