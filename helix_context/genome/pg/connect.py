@@ -8,11 +8,13 @@ nor any log line, may carry the password from the URL (`redact_url`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from helix_context.errors import ConfigError, GenomeError
 from helix_context.genome.pg.link import Link
@@ -62,6 +64,18 @@ def _scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
+def _options(url: str) -> str:
+    """Helix's server settings, then the user's own: the URL's `options`, else PGOPTIONS.
+
+    Why: a keyword argument replaces the URL's parameter of that name (and libpq reads PGOPTIONS only
+    when none is given), so passing Helix's statement timeout alone dropped a user's
+    `options=-c search_path=helix`, and the genome's tables landed in another schema than asked.
+    The server applies `-c` settings in order, so the user's come last and win (their own
+    statement_timeout included)."""
+    theirs = str(conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", ""))
+    return f"-c statement_timeout={STATEMENT_TIMEOUT_MS} {theirs}".strip()
+
+
 def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> psycopg.Connection[tuple[Any, ...]]:
     """One connection, with timeouts; every failure becomes a GenomeError naming the (redacted) URL.
 
@@ -74,7 +88,7 @@ def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> p
         link.gate()
     try:
         conn = GuardedConnection.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
-                                         options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}", **_TCP)
+                                         options=_options(url), **_TCP)
     except psycopg.ProgrammingError as exc:  # a malformed connection string
         raise ConfigError(f"[genome] url {safe_url(url)} is not a valid PostgreSQL URL "
                           f"({_scrub(str(exc), url)}); see docs/team.md") from None
@@ -92,13 +106,19 @@ def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> p
 
 
 def check_server(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:
-    """Refuse a server too old for this Helix, and make sure pgvector is installed in the database."""
-    row = conn.execute("SHOW server_version_num").fetchone()
-    version = int(str(row[0])) if row else 0
+    """Refuse a server too old for this Helix, a search_path with no schema to hold the genome, and
+    make sure pgvector is installed in the database and visible on that search_path."""
+    row = conn.execute("SELECT current_setting('server_version_num'), current_schema(), "
+                       "current_setting('search_path')").fetchone()
+    version, schema, search_path = (int(str(row[0])), row[1], row[2]) if row else (0, None, "")
     if version < MIN_SERVER_VERSION:
         raise GenomeError(f"the team genome at {safe_url(url)} runs PostgreSQL {version // 10000}, "
                           f"Helix needs {MIN_SERVER_VERSION // 10000} or newer: upgrade the server")
-    have = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if schema is None:  # nothing could be created: say which setting to fix, not "no schema selected"
+        raise GenomeError(f"the search_path of {safe_url(url)} ({search_path}) names no schema that exists in "
+                          "that database: create it (CREATE SCHEMA name;) or correct the URL's "
+                          "options=-c search_path=...")
+    have = conn.execute(_VECTOR).fetchone()
     if have is None:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -109,9 +129,17 @@ def check_server(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None
         except psycopg.errors.InsufficientPrivilege:
             raise GenomeError(f"the database of {safe_url(url)} lacks the `vector` extension and this user may not "
                               "create it: ask the database owner to run `CREATE EXTENSION vector;`") from None
-        have = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        have = conn.execute(_VECTOR).fetchone()
     if have is not None:
         parts = tuple(int(p) for p in str(have[0]).split(".")[:2] if p.isdigit())
         if parts < MIN_VECTOR_VERSION:
             raise GenomeError(f"pgvector {have[0]} in {safe_url(url)} is too old (halfvec needs 0.7): "
                               "run `ALTER EXTENSION vector UPDATE;`")
+        if not have[2]:  # the genome's tables could not name the type: every write would fail
+            raise GenomeError(f"pgvector is installed in schema {have[1]} of {safe_url(url)}, which its search_path "
+                              f"({search_path}) leaves out: add it, e.g. options=-c search_path={schema},{have[1]}")
+
+
+# the extension's version, the schema it lives in, and whether the search_path reaches its types
+_VECTOR = ("SELECT e.extversion, n.nspname, to_regtype('vector') IS NOT NULL FROM pg_extension e "
+           "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'")

@@ -177,7 +177,9 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     @staticmethod
     def schema_version(raw: psycopg.Connection[tuple[Any, ...]]) -> int:
-        if raw.execute("SELECT to_regclass('helix_meta')").fetchone() == (None,):
+        # in the schema the genome's tables are created in: with search_path "team_b, public", another
+        # genome's public.helix_meta must not pass for this one's (it would be read and written instead)
+        if raw.execute("SELECT to_regclass(format('%I.helix_meta', current_schema()))").fetchone() == (None,):
             return 0
         row = raw.execute("SELECT value FROM helix_meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0

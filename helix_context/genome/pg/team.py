@@ -1,7 +1,8 @@
 """Team semantics on one shared database: one indexer per source, and every backend told of each write.
 
 One indexer per source: a session-level advisory lock keyed by the source (its name hashed by the
-server, so every backend computes the same key). Session-level, not transaction-level, on
+server, so every backend computes the same key; outside the `public` schema the schema's name comes
+first, since advisory locks are per database and two genomes in two schemas may name the same source). Session-level, not transaction-level, on
 purpose: the lock lives as long as the holder's connection, so a backend that dies (crash,
 `kill -9`, lost network) drops it with its connection and any other backend may take it over.
 
@@ -44,6 +45,11 @@ def announce_change(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
     return int(row[0]) if row else 0
 
 
+# the source's own name in `public` (the key every earlier Helix used there), else schema-qualified
+_CLAIM_KEY = ("hashtextextended(CASE WHEN current_schema() = 'public' THEN %(source)s "
+              "ELSE current_schema() || '.' || %(source)s END, 0)")
+
+
 class SourceClaim:
     """`with genome.claim_source(name) as claim:` — `claim.held` says whether this backend indexes it now.
 
@@ -56,14 +62,14 @@ class SourceClaim:
         self._conn = connect(url)
 
     def acquire(self) -> bool:
-        row = self._conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self.source,)).fetchone()
+        row = self._conn.execute(f"SELECT pg_try_advisory_lock({_CLAIM_KEY})", {"source": self.source}).fetchone()
         self.held = bool(row and row[0])
         return self.held
 
     def release(self) -> None:
         try:
             if self.held:
-                self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self.source,))
+                self._conn.execute(f"SELECT pg_advisory_unlock({_CLAIM_KEY})", {"source": self.source})
         finally:
             self.held = False
             self._conn.close()
