@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 say() { printf '[tests/run.sh] %s\n' "$*" >&2; }
 
 # 1. Debian packages for the tray (Xvfb, a tray host, D-Bus, the GTK/AppIndicator bindings the
-#    system Python loads) and dashboard (headless Chromium) tests. The tray test makes its own small
-#    venv from the system Python with --system-site-packages for the AppIndicator path.
+#    system Python loads) and dashboard (headless Chromium) tests, and openssl for the team genome's
+#    TLS test certificates. The tray test makes its own small venv from the system Python with
+#    --system-site-packages for the AppIndicator path.
 need=()
 for pair in Xvfb:xvfb xdpyinfo:x11-utils xdotool:xdotool import:imagemagick trayer:trayer chromium:chromium \
-            dbus-daemon:dbus dbus-launch:dbus-x11; do
+            dbus-daemon:dbus dbus-launch:dbus-x11 openssl:openssl; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair##*:}")
 done
 if command -v dpkg >/dev/null 2>&1; then
