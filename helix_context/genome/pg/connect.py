@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +40,42 @@ class GuardedConnection(psycopg.Connection[tuple[Any, ...]]):
     reported to the genome's Link so /health shows it and new connections back off."""
 
     link: Link | None = None
+    # the pipeline a question's read snapshot left open, its COMMIT sent and not yet answered (snapshot.py):
+    # any other use of the connection closes it first, so that use sees an ordinary autocommit connection
+    # (the pipeline block, its Pipeline, the snapshot's own cursors whose answers are still to come)
+    lingering: tuple[AbstractContextManager[Any], Any, set[Any]] | None = None
+
+    def settle(self) -> None:
+        """Close the pipeline the last question left open, reading the answers to its COMMIT and Sync."""
+        held, self.lingering = self.lingering, None
+        if held is None:
+            return
+        try:  # on a lost or closed connection too: the block is finished here, not by the collector later
+            held[0].__exit__(None, None, None)
+        except psycopg.Error as exc:  # a read-only COMMIT fails only with the link, which the next use reports
+            log.debug("closing the last question's pipeline: %s", exc)
+            if not (self.closed or self.broken) and self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                super().execute("ROLLBACK")
+
+    def close(self) -> None:
+        if self.lingering is not None:  # finished here, not by the collector on a closed connection later
+            self.settle()
+        super().close()
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:  # every statement starts here (execute too)
+        if self.lingering is not None:
+            self.settle()
+        return super().cursor(*args, **kwargs)
+
+    def transaction(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lingering is not None:
+            self.settle()
+        return super().transaction(*args, **kwargs)
+
+    def pipeline(self) -> Any:
+        if self.lingering is not None:
+            self.settle()
+        return super().pipeline()
 
     def execute(self, query: Any, params: Sequence[Any] | Any = None, **kwargs: Any
                 ) -> psycopg.Cursor[tuple[Any, ...]]:
@@ -76,7 +113,7 @@ def _options(url: str) -> str:
     return f"-c statement_timeout={STATEMENT_TIMEOUT_MS} {theirs}".strip()
 
 
-def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> psycopg.Connection[tuple[Any, ...]]:
+def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> GuardedConnection:
     """One connection, with timeouts; every failure becomes a GenomeError naming the (redacted) URL.
 
     With `link`: tries wait out its backoff while the server is unreachable, and every outcome

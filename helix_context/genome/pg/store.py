@@ -35,8 +35,9 @@ from helix_context.genome.pg.gene_facts import GeneFacts
 from helix_context.genome.pg.posting_sets import PostingSets
 from helix_context.genome.pg.read_stats import CodeKinds, ReadStats
 from helix_context.genome.pg.vector_model import PgVectorModelMixin
-from helix_context.genome.pg.connect import check_server, connect, safe_url
+from helix_context.genome.pg.connect import GuardedConnection, check_server, connect, safe_url
 from helix_context.genome.pg.schema import MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION
+from helix_context.genome.pg.snapshot import read_snapshot
 from helix_context.genome.pg.team import ChangeListener, SourceClaim, announce_change, read_generation
 from helix_context.genome.pg.door import PgDialect
 from helix_context.genome.sources_sql import SourcesMixin
@@ -103,7 +104,7 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         self.path = safe_url(url)  # what logs and /health show in place of a file path: no credentials
         self.readonly = readonly
         self._local = threading.local()
-        self._connections: list[tuple[threading.Thread, psycopg.Connection[tuple[Any, ...]]]] = []
+        self._connections: list[tuple[threading.Thread, GuardedConnection]] = []
         self._connections_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._vectors: PgVectorIndex | None = None
@@ -122,8 +123,8 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     # ── connections ──
 
-    def _raw(self) -> psycopg.Connection[tuple[Any, ...]]:
-        raw: psycopg.Connection[tuple[Any, ...]] | None = getattr(self._local, "raw", None)
+    def _raw(self) -> GuardedConnection:
+        raw: GuardedConnection | None = getattr(self._local, "raw", None)
         if raw is None or raw.closed or raw.broken:
             raw = connect(self.url, link=self._link)
             try:
@@ -239,34 +240,10 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
             raise
         raw.execute("COMMIT")
 
-    @contextmanager
-    def read_snapshot(self) -> Iterator[None]:
-        """One question's reads in one REPEATABLE READ, READ ONLY transaction on this thread's connection.
-
-        Why: a question reads in several statements (postings, vectors, genes, spans); without one
-        snapshot, another backend's re-index committing between them can delete the genes a search just
-        found, and the answer comes back empty. Nested use (already in a transaction) keeps the outer one.
-
-        One BEGIN that names the level (the connection is in autocommit, so the statement is ours to
-        send), queued in pipeline mode so that it travels with the question's first read: one round trip
-        more than the reads themselves (the COMMIT), where psycopg's transaction() and a SET TRANSACTION
-        took three. Why it matters: under load each round trip waits for a core twice (the server's turn,
-        then this backend's), and eight client backends on two cores waited far longer than they worked.
-        """
-        raw = self._raw()
-        if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            yield
-            return
-        try:
-            with raw.pipeline():
-                raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield
-                raw.execute("COMMIT")  # sent with the pipeline's closing Sync
-        except BaseException:
-            # after an error the pipeline skipped what followed it: the ROLLBACK goes once it is closed
-            if not (raw.closed or raw.broken) and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                raw.execute("ROLLBACK")
-            raise
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """One question's reads in one REPEATABLE READ, READ ONLY transaction on this thread's connection;
+        its BEGIN travels with the first read and its COMMIT is not waited for (snapshot.py)."""
+        return read_snapshot(self._raw())
 
     def export_reads(self) -> AbstractContextManager[PgExportReads]:
         """What `helix export` reads, in one REPEATABLE READ snapshot (pg/portable.py)."""

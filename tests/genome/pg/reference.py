@@ -26,3 +26,15 @@ def assert_each_gene_once(url: str, want: int) -> None:
         live, distinct = conn.execute("SELECT count(*), count(DISTINCT gene_id) FROM genes "
                                       "WHERE retired_at IS NULL").fetchone()
     assert live == distinct == want, f"every gene once, none lost: {live} live, {distinct} distinct, {want} wanted"
+
+
+def zebracorn_team(settings: Settings, url: str, root: Path) -> HelixContextManager:
+    """A backend on the team genome at `url` (no models) with one small Python file indexed under `root`:
+    "how is a zebracorn invoice settled?" finds its `settle_zebracorn`."""
+    root.mkdir(parents=True)
+    (root / "ledger.py").write_text('def settle_zebracorn(invoice):\n    """Settle a zebracorn invoice."""\n'
+                                    "    return invoice.total\n")
+    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
+                                                 genome={"url": url}))
+    helix.ingest_path(root)
+    return helix

@@ -22,7 +22,7 @@ import pytest
 from helix_context.config import Settings
 from helix_context.errors import GenomeError
 from helix_context.genome.pg.store import PgGenome
-from helix_context.manager import HelixContextManager
+from tests.genome.pg.reference import zebracorn_team
 from tests.genome.pg.tls_proxy import TlsFront
 
 
@@ -72,14 +72,8 @@ def test_verify_full_encrypts_and_checks_the_servers_certificate(tls: Tls, setti
         assert genome._raw().pgconn.ssl_in_use  # libpq's own word: this connection is encrypted
     finally:
         genome.close()
-    tree = tmp_path / "proj"
-    tree.mkdir()
-    (tree / "ledger.py").write_text('def settle_zebracorn(invoice):\n    """Settle a zebracorn invoice."""\n'
-                                    "    return invoice.total\n")
-    helix = HelixContextManager(settings.replace(embedding={"enabled": False}, ner={"enabled": False},
-                                                 genome={"url": url}))
+    helix = zebracorn_team(settings, url, tmp_path / "proj")  # ingest and a question, over TLS
     try:
-        helix.ingest_path(tree)
         assert "settle_zebracorn" in helix.build_context("how is a zebracorn invoice settled?").expressed_context
     finally:
         helix.close()
