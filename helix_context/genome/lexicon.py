@@ -167,14 +167,25 @@ class Searches(PerGeneration):
 
     def search(self, genome: Any, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """As genome.fts_search(match, limit, column)."""
+        return self.start(genome, match, limit, column)()
+
+    def start(self, genome: Any, match: str, limit: int, column: str | None = None
+              ) -> Callable[[], list[tuple[int, float]]]:
+        """As genome.start_fts_search(match, limit, column): a remembered answer, or the search sent now
+        and its answer remembered when it is read."""
         generation = self._generation()
         key = (match, limit, column)
         with self._lock:
             hits = self._counts_for(generation).get(key)
-        if hits is None:
-            hits = tuple(genome.fts_search(match, limit, column))
-            self._remember(generation, {key: hits})
-        return list(hits)
+        if hits is not None:
+            return lambda: list(hits)
+        pending = genome.start_fts_search(match, limit, column)
+
+        def read() -> list[tuple[int, float]]:
+            found = tuple(pending())
+            self._remember(generation, {key: found})
+            return list(found)
+        return read
 
 
 class CodeRows(PerGeneration):

@@ -128,6 +128,9 @@ class GenomeStore(Protocol):
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]: ...
 
+    def start_fts_search(self, match: str, limit: int, column: str | None = None
+                         ) -> Callable[[], list[tuple[int, float]]]: ...
+
     # ── symbol and count reads (symbols_sql.py, lexicon.py; the team genome's counts: pg/counts.py) ──
     def symbols_in_genes(self, genes: Iterable[int]) -> dict[int, list[SymbolRow]]: ...
 

@@ -196,10 +196,10 @@ class Retriever:
         t = time.perf_counter()
         reading_defs = start_definitions(self.genome, qs)  # rides with the reads below (team genome)
         terms = weigh_terms(self.genome, qs, cache=self.capped_counts)
-        per_signal: dict[str, dict[int, float]] = {}
-        for name, scorer in LEXICAL_SCORERS.items():
-            if self._weighs(name):
-                per_signal[name] = scorer(self.genome, qs, pool, terms, self.capped_counts, self.searches)
+        # every search is sent before any is read: on a team genome they travel together (PendingScores)
+        started = {name: scorer(self.genome, qs, pool, terms, self.capped_counts, self.searches)
+                   for name, scorer in LEXICAL_SCORERS.items() if self._weighs(name)}
+        per_signal: dict[str, dict[int, float]] = {name: dict(scores) for name, scores in started.items()}
         defs = reading_defs()
         if defs and self._weighs("definition"):
             per_signal["definition"] = definition_gene_scores(defs)

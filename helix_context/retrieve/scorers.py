@@ -5,6 +5,7 @@ Raw scores are on each scorer's own scale; fusion.py normalises them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -25,16 +26,44 @@ def _or(terms: list[str], joiner: str = " OR ") -> str:
     return joiner.join(quote_term(t) for t in dict.fromkeys(terms) if t)
 
 
+class PendingScores(Mapping[int, float]):
+    """A search already sent, its hits read when first looked at.
+
+    Why: on a team genome each search is a round trip to the server, and a question's lexical scorers
+    search one after another (full text, tags, paths). Sent first and read after (retriever.evidence
+    starts every scorer before it reads any), they travel together in the read snapshot's pipeline:
+    one round trip for all of them. On SQLite the search has already run."""
+
+    def __init__(self, read: Callable[[], list[tuple[int, float]]]) -> None:
+        self._read: Callable[[], list[tuple[int, float]]] | None = read
+        self._scores: Scores = {}
+
+    def _got(self) -> Scores:
+        if self._read is not None:
+            self._scores, self._read = dict(self._read()), None
+        return self._scores
+
+    def __getitem__(self, rowid: int) -> float:
+        return self._got()[rowid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._got())
+
+    def __len__(self) -> int:
+        return len(self._got())
+
+
 def _search(genome: GenomeStore, searches: lexicon.Searches | None, match: str, limit: int,
-            column: str | None = None) -> Scores:
-    """genome.fts_search as scores, through the per-generation memory of searches when there is one."""
+            column: str | None = None) -> Mapping[int, float]:
+    """genome.fts_search as scores (sent now, read when looked at), through the per-generation memory of
+    searches when there is one."""
     if searches is None:
-        return dict(genome.fts_search(match, limit, column=column))
-    return dict(searches.search(genome, match, limit, column))
+        return PendingScores(genome.start_fts_search(match, limit, column=column))
+    return PendingScores(searches.start(genome, match, limit, column))
 
 
 def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
     expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
     for tokens in _held_phrases(genome, qs.phrases, counts):
@@ -64,7 +93,7 @@ def _identifier_like(term: str) -> bool:
 
 
 def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -80,7 +109,7 @@ def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighed
 
 
 def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
+                counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`).
 
     `counts` and `searches`: the per-generation memories of capped counts and of searches (the
@@ -113,7 +142,7 @@ def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighe
 
 
 def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                      counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores:
+                      counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
@@ -140,7 +169,8 @@ class LexicalScorer(Protocol):
     and of searches) → scores."""
 
     def __call__(self, genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                 counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Scores: ...
+                 counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None
+                 ) -> Mapping[int, float]: ...
 
 
 

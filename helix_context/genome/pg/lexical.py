@@ -207,10 +207,19 @@ def _all_of(terms: Sequence[str], freqs: Mapping[str, tuple[int, int, int, int]]
     return sql, [*ordered[1:], ordered[0]]
 
 
+Hits = list[tuple[int, float]]
+
+
+def _no_hits() -> Hits:
+    return []
+
+
 def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
-                   limit: int, freqs: DocFreqs, holding_all: HoldingAll | None = None) -> list[tuple[int, float]] | None:
+                   limit: int, freqs: DocFreqs, holding_all: HoldingAll | None = None) -> Callable[[], Hits] | None:
     """Words only (no phrase), all ORed or all ANDed: BM25 summed by the server, only the best `limit`
-    rows come back. None: the expression has another shape (search() scores it here).
+    rows come back, read when the returned function is called (the statement is sent now: in a read
+    snapshot's pipeline, a question's searches travel together). None: the expression has another
+    shape (start_search() scores it here).
 
     Each word's idf comes in with the words (document counts kept per generation, read_stats.py), so
     the statement reads only the words' postings, from the covering index (no table pages), and sums
@@ -225,7 +234,7 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
     at = COLUMNS.index(column)
     held = [t for t in terms if counts.get(t, (0, 0, 0, 0))[at] > 0]
     if not held or (every and len(held) < len(terms)):
-        return []
+        return _no_hits
     idfs = [idf(n_docs, counts[t][at]) * (_K1 + 1) for t in held]
     f = "(%s * p.tf_body + %s * p.tf_tags + %s * p.tf_path)"
     score = f"sum(q.w * {f} / ({f} + %s + %s * p.doc_tokens))"
@@ -233,7 +242,7 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
     if every and holding_all is not None:  # the genes holding every word, from the per-generation id sets
         genes = [int(g) for g in holding_all(held, column)]
         if not genes:
-            return []
+            return _no_hits
         sql = (f"SELECT gene, s FROM (SELECT p.gene, {score} AS s FROM unnest(%s::bigint[]) AS g(gene) "
                "CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
                "JOIN lex_postings p ON p.term = q.term AND p.gene = g.gene GROUP BY p.gene) AS t "
@@ -252,21 +261,28 @@ def _scored_in_sql(conn: Any, query: Query, weights: list[float], column: str | 
                f"WHERE true {_COLUMN_FILTER[column]} GROUP BY p.gene) AS t "
                "ORDER BY round(s * 1e9) DESC, gene LIMIT %s")
         args = [*args, held, idfs, limit]
-    return [(int(g), float(sc)) for g, sc in conn.execute(sql, args).fetchall()]
+    sent = conn.execute(sql, args)
+    return lambda: [(int(g), float(sc)) for g, sc in sent.fetchall()]
 
 
 def search(conn: Any, expr: str, limit: int, column: str | None = None, stats: tuple[int, int] | None = None,
-           freqs: DocFreqs | None = None, holding_all: HoldingAll | None = None) -> list[tuple[int, float]]:
+           freqs: DocFreqs | None = None, holding_all: HoldingAll | None = None) -> Hits:
     """(gene id, score) best first; score = -bm25 as FTS5 computes it (higher is better).
 
     `stats` (N, total tokens) and `freqs` (document counts per term) may come from a cache kept per
     generation; without them they are read here."""
+    return start_search(conn, expr, limit, column, stats, freqs, holding_all)()
+
+
+def start_search(conn: Any, expr: str, limit: int, column: str | None = None, stats: tuple[int, int] | None = None,
+                 freqs: DocFreqs | None = None, holding_all: HoldingAll | None = None) -> Callable[[], Hits]:
+    """search()'s hits, read when the returned function is called; the scoring statement is sent now."""
     query = parse(expr)
     if not query.groups or limit <= 0:
-        return []
+        return _no_hits
     n_docs, total = stats if stats is not None else corpus_stats(conn)
     if n_docs == 0:
-        return []
+        return _no_hits
     avgdl = total / n_docs
     # a column filter counts only that column's occurrences, as FTS5's `{col} : (...)` does
     weights = [w if column in (None, name) else 0.0 for name, w in _WEIGHTS.items()]
@@ -274,6 +290,13 @@ def search(conn: Any, expr: str, limit: int, column: str | None = None, stats: t
                             freqs if freqs is not None else (lambda terms: doc_freqs(conn, terms)), holding_all)
     if in_sql is not None:
         return in_sql
+    scored = _scored_here(conn, query, weights, column, n_docs, avgdl, limit)
+    return lambda: scored
+
+
+def _scored_here(conn: Any, query: Query, weights: list[float], column: str | None, n_docs: int, avgdl: float,
+                 limit: int) -> Hits:
+    """Phrases and mixed AND/OR: each gene's postings of the query's words read, BM25 summed here."""
     per_gene: dict[int, dict[int, float]] = {}
     length: dict[int, int] = {}
     held = Counter[int]()

@@ -332,12 +332,18 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     def fts_search(self, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
         """(gene id, score) best first, scored as SQLite's FTS5 bm25 (lexical.py)."""
+        return self.start_fts_search(match, limit, column)()
+
+    def start_fts_search(self, match: str, limit: int, column: str | None = None
+                         ) -> Callable[[], list[tuple[int, float]]]:
+        """fts_search's hits, read when the returned function is called; the statement is sent now, so in
+        a question's read snapshot its searches travel to the server together (one round trip)."""
         if not match:
-            return []
+            return list
         raw = self._raw()
-        return lexical.search(raw, match, limit, column, stats=self._stats.corpus(raw),
-                              freqs=lambda terms: self._stats.doc_freqs(raw, terms),
-                              holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
+        return lexical.start_search(raw, match, limit, column, stats=self._stats.corpus(raw),
+                                    freqs=lambda terms: self._stats.doc_freqs(raw, terms),
+                                    holding_all=lambda terms, col: self._postings.holding_all(raw, terms, col))
 
     def gene_paths(self, rowids: Sequence[int]) -> dict[int, str]:
         """Gene rowid → its source path (symbols_sql's), with the marks, from one read per generation (gene_facts.py)."""

@@ -147,3 +147,15 @@ def test_question_words_are_counted_as_the_postings_hold_them(settings: Settings
         assert_counted_as_held(team, ())
     finally:
         team.close()
+
+
+def test_searches_sent_together_in_a_snapshot_read_what_each_reads_alone(both) -> None:
+    """A question's searches are all sent before any is read (scorers.PendingScores): inside the read
+    snapshot's pipeline every one still gets its own hits, on both backends, in any order of reading."""
+    for helix in both:
+        alone = [helix.genome.fts_search(expr, 10, column) for expr in EXPRESSIONS for column in (None, "tags")]
+        with helix.genome.read_snapshot():
+            started = [helix.genome.start_fts_search(expr, 10, column)
+                       for expr in EXPRESSIONS for column in (None, "tags")]
+            together = [read() for read in reversed(started)][::-1]
+        assert together == alone and any(alone)
