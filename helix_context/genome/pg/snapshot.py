@@ -10,14 +10,15 @@ for a core twice. The BEGIN already travels with the first read (pipeline mode);
 with the pipeline's closing Sync, whose answer psycopg waits for: one round trip for nothing the
 question uses. Here the COMMIT and a Sync are sent at once and the pipeline stays open: the server
 ends the transaction on arrival (the session is idle, holding no snapshot), and their answers are
-read with the next question's first results. Anything else this thread does on its connection first
-settles the open pipeline (one Sync), so writes and plain reads see the usual autocommit connection.
+read with the next question's first results.
 
 The open pipeline is kept on the connection (`GuardedConnection.lingering`), which closes it before
-any other statement, transaction or pipeline: nothing outside a question can run inside it. Sending without waiting uses two methods psycopg keeps private (`_enqueue_sync`,
-`_communicate_gen`, in every 3.x release) and reads its `result_queue`; where they are missing, or a
-statement's answer was never read (its error must not go unseen), the COMMIT's round trip is paid as
-before (tests/genome/pg/test_pg_snapshot.py checks that the saving holds with the installed psycopg).
+any other statement, transaction or pipeline: nothing outside a question can run inside it.
+
+Sending without waiting uses two methods psycopg keeps private (`_enqueue_sync`, `_communicate_gen`,
+in every 3.x release) and reads its `result_queue`. Where they are missing, or a statement's answer
+was never read (its error must not go unseen), the COMMIT's round trip is paid as before
+(tests/genome/pg/test_pg_snapshot.py fails if the saving stops holding with the installed psycopg).
 """
 
 from __future__ import annotations
