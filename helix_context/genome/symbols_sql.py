@@ -67,20 +67,23 @@ class SymbolReadsMixin:
         points at one or two of them. Why together: a pasted traceback's functions are also names it
         uses as code, and each was read twice, one statement per name each time (96 for a 20 KB
         issue). The frames' functions are read in full, in one statement, in the order of the leaf
-        index (by id), before anything else (they decide which names are still to read); a name among
-        them takes the first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1`
-        gives.
+        index (by id); the other names up to `per_name + 1` rows each. A name among the frames takes
+        the first `per_name + 1` of its rows, which are the rows a read up to `per_name + 1` gives.
 
         Why sent now and read later: on the team genome a question's reads share one pipeline
-        (`read_snapshot`), so a statement sent before the question's word counts and searches travels
-        with them instead of taking a round trip of its own, the one a "def name" question spent on its
-        names."""
+        (`read_snapshot`), so statements sent before the question's word counts and searches travel
+        with them instead of taking round trips of their own: the one a "def name" question spent on
+        its names, and the one a pasted traceback spent on its frames (which names are frames is known
+        from the query, so the names' statement need not wait for the frames' rows)."""
         pairs = list(dict.fromkeys((t.lower(), f.lower()) for t, f in frames))
-        whole = self._rows_by_leaf([leaf for _, leaf in pairs])
+        framed_leaves = list(dict.fromkeys(leaf for _, leaf in pairs))
+        reading_whole = self._start_rows_by_leaf(framed_leaves)
         names = list(dict.fromkeys(leaves))
-        reading = self._start_rows_by_leaf([leaf for leaf in names if leaf not in whole], per_name + 1)
+        in_frames = set(framed_leaves)
+        reading = self._start_rows_by_leaf([leaf for leaf in names if leaf not in in_frames], per_name + 1)
 
         def read() -> tuple[dict[str, list[SymbolRow]], dict[str, list[SymbolRow]]]:
+            whole = reading_whole()
             few = reading()
             named: dict[str, list[SymbolRow]] = {}
             for leaf in names:
@@ -96,14 +99,10 @@ class SymbolReadsMixin:
 
         return read
 
-    def _rows_by_leaf(self, leaves: Sequence[str], limit: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
-        """Each name → the symbols rows defining it (_COLUMNS, by id; all, or the first `limit`; empty: none),
-        one statement per _CHUNK names."""
-        return self._start_rows_by_leaf(leaves, limit)()
-
     def _start_rows_by_leaf(self, leaves: Sequence[str], limit: int | None = None
                             ) -> Callable[[], dict[str, list[tuple[Any, ...]]]]:
-        """_rows_by_leaf's statements, sent now; their rows read when the returned function is called."""
+        """Each name → the symbols rows defining it (_COLUMNS, by id; all, or the first `limit`; empty: none),
+        one statement per _CHUNK names, sent now; the rows are read when the returned function is called."""
         names = list(dict.fromkeys(leaves))
         cursors = []
         for part in _chunks(names):
