@@ -2,9 +2,10 @@
 
 One indexer per source: a session-level advisory lock keyed by the source (its name hashed by the
 server, so every backend computes the same key; outside the `public` schema the schema's name comes
-first, since advisory locks are per database and two genomes in two schemas may name the same source). Session-level, not transaction-level, on
-purpose: the lock lives as long as the holder's connection, so a backend that dies (crash,
-`kill -9`, lost network) drops it with its connection and any other backend may take it over.
+first, since advisory locks are per database and two genomes in two schemas may name the same
+source). Session-level, not transaction-level, on purpose: the lock lives as long as the holder's
+connection, so a backend that dies (crash, `kill -9`, lost network) drops it with its connection and
+any other backend may take it over.
 
 Changes: a writer commits, advances the `helix_generation` sequence, then sends
 NOTIFY helix_genome. Each backend's listener (its own connection) reads the sequence when
