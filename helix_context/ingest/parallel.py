@@ -20,6 +20,7 @@ the same, whichever process parsed a file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -31,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
 from helix_context.config import Settings
 from helix_context.genome.stored_form import StoredForm, stored_form
@@ -107,6 +108,7 @@ class _Worker:
         except Exception as exc:  # an unpicklable tagger
             self.proc.kill()
             self.proc.wait()
+            _close_pipes(self.proc.stdin, self.proc.stdout)
             raise WorkerGone(f"cannot start a parse worker: {type(exc).__name__}: {exc}") from exc
         self._writer = threading.Thread(target=self._write_jobs, name="helix-parse-jobs", daemon=True)
         self._reader = threading.Thread(target=self._read_results, name="helix-parse-results", daemon=True)
@@ -172,6 +174,17 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
         self._reader.join(timeout=5)
+        # this side of the pipes, where no thread still uses them (the reader's ends at the worker's
+        # exit): unclosed, each is a descriptor per worker per ingest until the collector finds it
+        _close_pipes(*(pipe for pipe, user in ((self.proc.stdin, self._writer), (self.proc.stdout, self._reader))
+                       if not user.is_alive()))
+
+
+def _close_pipes(*pipes: IO[bytes] | None) -> None:
+    for pipe in pipes:
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 class ParsePool:

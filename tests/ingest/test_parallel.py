@@ -260,3 +260,16 @@ def test_a_tree_of_prose_is_read_on_two_cores_with_one_extra_copy_of_the_ner_mod
         assert any("Hopper" in tag for g in helix.genome.iter_genes() for tag in g.tags)
     finally:
         helix.close()
+
+
+def test_closed_workers_leave_no_pipe_open() -> None:
+    """Every folder ingest starts and closes its workers; a server that re-indexes all day must not keep
+    two descriptors per worker per ingest until the garbage collector finds them."""
+    pool = ParsePool(load_config(), None, 2)
+    results = list(Scheduler(pool, load_config(), None, start_after=1).run(_jobs(8)))
+    assert all(not isinstance(parsed, BaseException) and parsed.genes for _, parsed in results)
+    workers = list(pool._procs)
+    pool.close()
+    assert len(workers) == 2
+    assert all(w.proc.stdin is not None and w.proc.stdin.closed for w in workers)
+    assert all(w.proc.stdout is not None and w.proc.stdout.closed for w in workers)
