@@ -16,6 +16,7 @@ from helix_context.config import Settings
 from helix_context.models import Gene, Pointer
 from helix_context.retrieve.fusion import fuse_weighted
 from helix_context.retrieve.locate import file_mass, is_test_path, rank_files
+from helix_context.retrieve.query import extract
 
 ESCAPES = textwrap.dedent('''\
     """Escaping helpers for markup text."""
@@ -87,9 +88,48 @@ def test_test_files_are_told_by_shared_conventions(path: str, is_test: bool) -> 
     assert is_test_path(path) is is_test
 
 
-def test_a_traceback_frame_pins_a_common_method_name_to_its_file(lexical: HelixContextManager,
-                                                                 tmp_path: Path) -> None:
-    """`__new__` is defined in 14 modules (too common to locate by name); the frame's file names the one."""
+# one failing call as each tool prints its traceback: users paste all of them
+TRACEBACKS = {
+    "python": '''\
+        Traceback (most recent call last):
+          File "<string>", line 1, in <module>
+          File "/opt/lib/pkg/numbers.py", line 4, in __new__
+            num = num.replace(" ", "")
+        TypeError: a bytes-like object is required''',
+    "pytest": '''\
+        ```
+        pkg/test_pickle.py:7: in test_roundtrip
+            load(data)
+        C:\\venv\\lib\\pkg\\numbers.py:4: in __new__
+            num = num.replace(" ", "")
+        E   TypeError: a bytes-like object is required
+        ```''',
+    "ipython 7": '''\
+        <ipython-input-3-e2060d5eec73> in <module>
+        ----> 1 load(data)
+
+        ~/venv/lib/python3.8/site-packages/pkg/numbers.py in __new__(cls, num, dps)
+              3         if isinstance(num, str):
+        ----> 4             num = num.replace(" ", "")
+
+        TypeError: a bytes-like object is required''',
+    "ipython 8": '''\
+        Cell In[3], line 1
+        ----> 1 load(data)
+
+        File ~/venv/lib/python3.11/site-packages/pkg/numbers.py:4, in Float.__new__(cls, num, dps)
+              3 if isinstance(num, str):
+        ----> 4     num = num.replace(" ", "")
+
+        TypeError: a bytes-like object is required''',
+}
+
+
+@pytest.mark.parametrize("printed_by", TRACEBACKS)
+def test_a_traceback_frame_pins_a_common_method_name_to_its_file(lexical: HelixContextManager, tmp_path: Path,
+                                                                 printed_by: str) -> None:
+    """`__new__` is defined in 14 modules (too common to locate by name); the frame's file names the one,
+    however the traceback was printed."""
     for i in range(13):
         (tmp_path / f"kind{i}.py").write_text(f"class Kind{i}:\n    def __new__(cls, value):\n"
                                               f"        return object.__new__(cls)\n")
@@ -101,18 +141,16 @@ def test_a_traceback_frame_pins_a_common_method_name_to_its_file(lexical: HelixC
                 return object.__new__(cls)
         '''))
     lexical.ingest_path(tmp_path)
-    issue = textwrap.dedent('''\
-        Unpickling fails for a float written by another version
-
-        Traceback (most recent call last):
-          File "<string>", line 1, in <module>
-          File "/opt/lib/pkg/numbers.py", line 4, in __new__
-            num = num.replace(" ", "")
-        TypeError: a bytes-like object is required
-        ''')
+    issue = "Unpickling fails for a float written by another version\n\n" + textwrap.dedent(TRACEBACKS[printed_by])
     top = lexical.fingerprint(issue, max_results=3)
     assert top[0]["source_id"].endswith("numbers.py") and top[0]["symbol"] == "Float.__new__"
     assert top[0]["signals"].get("definition", 0) > 0
+
+
+def test_prose_that_mentions_a_file_and_a_function_is_no_frame() -> None:
+    frames = extract("The parser lives in util.py in our tree.\nsee util.py in detail\n"
+                     "util.py: in parse the loop never ends\n" + textwrap.dedent(TRACEBACKS["ipython 7"])).frames
+    assert frames == (("numbers.py", "__new__"),)
 
 
 def test_code_genes_are_fused_with_the_code_weights() -> None:
