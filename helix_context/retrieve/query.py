@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 
 from helix_context.genome.fts_text import compound_parts, is_compound
 from helix_context.models import QuerySignals
+from helix_context.retrieve.frames import frames as traceback_frames
 
 MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
 MAX_WORDS = 2000  # distinct words weighed against the genome (a 1 MB query stays bounded)
@@ -46,15 +47,6 @@ _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z0-9]+)?")
 _NOT_IN_WORDS = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "'")})
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# A traceback frame (file, function) as each common tool prints it: CPython's `File "x.py", line 3, in f`,
-# pytest's `x.py:3: in f`, and IPython's `x.py in f(a)` (before 8.0) or `File x.py:3, in C.f(a)`.
-# Users paste all of them; a frame's file and function are the strongest pointer an issue holds.
-_FRAME_PATH = r"(?:[A-Za-z]:)?[^\s:\"'<>,()]{1,400}\.py"
-_FRAME_FUNC = r"([A-Za-z_<][\w<>]*)"
-_FRAME_RE = re.compile(r'File "([^"\n]{1,400})", line \d+, in ' + _FRAME_FUNC
-                       + r"|^[ \t]*(" + _FRAME_PATH + r"):\d+: in " + _FRAME_FUNC
-                       + r"|^[ \t]*(?:File )?(" + _FRAME_PATH + r")(?::\d+,)? in (?:[A-Za-z_]\w*\.)*" + _FRAME_FUNC
-                       + r"(?=\(|[ \t]*$)", re.M)
 _BACKTICK_RE = re.compile(r"`([^`\n]{1,200})`")
 _CALL_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _EXC_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning))\b")
@@ -79,7 +71,7 @@ def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tup
     Only the first MAX_TERMS names are kept, so the kinds are read in that order and the reading stops
     once enough are kept: a pasted issue's frames alone often fill the list, and the later kinds
     (calls and names in all of its code) were most of the cost of reading a 20 KB issue."""
-    frames = [_frame(m) for m in _FRAME_RE.finditer(text)]
+    frames = traceback_frames(text)
     keep: dict[str, None] = {}
     for names in _name_kinds(text, identifiers, frames):
         for name in names:
@@ -88,12 +80,6 @@ def _definitions(text: str, identifiers: list[str]) -> tuple[list[str], list[tup
         if len(keep) >= MAX_TERMS:
             break
     return list(keep)[:MAX_TERMS], list(dict.fromkeys(frames))[:MAX_TERMS]
-
-
-def _frame(match: re.Match[str]) -> tuple[str, str]:
-    """(the frame's file name, its function) from whichever of _FRAME_RE's forms matched."""
-    path, func = (g for g in match.groups() if g is not None)
-    return path.replace("\\", "/").rsplit("/", 1)[-1], func
 
 
 def _name_kinds(text: str, identifiers: list[str], frames: list[tuple[str, str]]) -> Iterator[list[str]]:
