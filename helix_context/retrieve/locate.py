@@ -28,6 +28,9 @@ from helix_context.retrieve.fusion import DENSE_FLOOR
 from helix_context.retrieve.terms import WeighedTerms, stem_words
 
 MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates nothing
+# a definition whose name differs from the query's spelling only in case (`Sin` for `sin(x)`): names are
+# looked up without case, since prose capitalises them, but code names them exactly in nearly every language
+CASE_MISMATCH = 0.5
 K1, B, AVG_CHARS = 1.2, 0.75, 900.0
 FILE_DECAY = (1.0, 0.35, 0.15)  # weights of a file's best, second and third pointer
 MASS_WINDOW = 200  # genes of the fused ranking whose files gather "mass"
@@ -88,13 +91,18 @@ def start_definitions(genome: GenomeStore, qs: QuerySignals) -> Callable[[], dic
 def _weighed_definitions(qs: QuerySignals, found: dict[str, list[SymbolRow]], framed: dict[str, list[SymbolRow]]
                          ) -> dict[int, tuple[SymbolRow, float]]:
     frame_files = {(f.lower(), fn.lower()) for f, fn in qs.frames}
+    spellings: dict[str, set[str]] = {}
+    for d in qs.definitions:
+        spellings.setdefault(d.lower(), set()).add(d)
     out: dict[int, tuple[SymbolRow, float]] = {}
-    for rank, name in enumerate(dict.fromkeys(d.lower() for d in qs.definitions)):
+    for rank, name in enumerate(spellings):
         rows = found.get(name)
         if rows and len(rows) <= MAX_DEFINITIONS_PER_NAME:
+            # where some definitions spell the name as the query does, the others weigh less
+            exact = {r.id for r in rows if r.name.rsplit(".", 1)[-1] in spellings[name]}
             base = 1.0 / (1.0 + math.log(len(rows))) / (1.0 + 0.05 * rank)
             for row in rows:
-                weight = base
+                weight = base if not exact or row.id in exact else base * CASE_MISMATCH
                 tail = row.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
                 if (tail, name) in frame_files:
                     weight = max(weight, 1.0)

@@ -176,3 +176,27 @@ def test_a_file_whose_many_genes_rank_well_beats_one_stray_strong_gene() -> None
     assert rank_files(pointers, mass=mass, mass_weight=1.5)[0].path == "module.py"
     tested = file_mass(ranked + [("tests/test_module.py", 0.95)] * 3, tests_factor=0.3)
     assert tested["tests/test_module.py"] < file_mass(ranked + [("tests/test_module.py", 0.95)] * 3)["tests/test_module.py"]
+
+
+def test_a_name_used_as_code_prefers_definitions_spelled_the_same(lexical: HelixContextManager,
+                                                                  tmp_path: Path) -> None:
+    """`sin(x)` in a question is the function `sin`, not a rule helper `Sin` that differs only in case."""
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "functions" / "trig.py").write_text(textwrap.dedent('''\
+        import math
+
+
+        def sin(x):
+            return math.sin(x)
+        '''))
+    (tmp_path / "rules" / "helpers.py").write_text(textwrap.dedent('''\
+        def Sin(u):
+            """A sin rule: rewrite sin of u as sin of the reduced u; sin terms first."""
+            return ("sin", u)
+        '''))
+    for i in range(6):  # other code, so that word rarity means something
+        (tmp_path / "functions" / f"util{i}.py").write_text(f"def convert_{i}(value):\n    return int(value) + {i}\n")
+    lexical.ingest_path(tmp_path)
+    top = lexical.fingerprint("calling sin(x) gives the wrong sign for negative angles", max_results=2)
+    assert top[0]["source_id"].endswith("trig.py") and top[0]["symbol"] == "sin", [r["symbol"] for r in top]
