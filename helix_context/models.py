@@ -99,6 +99,7 @@ class QuerySignals:
     term_counts: tuple[tuple[str, int], ...] = ()  # every distinct word with how often the query says it
     definitions: tuple[str, ...] = ()  # names the query points at as code: calls, `quoted`, dotted, frames, errors
     frames: tuple[tuple[str, str], ...] = ()  # traceback frames: (file name, function)
+    locations: tuple[tuple[str, int], ...] = ()  # places compilers, linters and links name: (file name, line)
     meaning: tuple[str, ...] = ()  # what the embedding model reads: the text, or an issue's title and prose
 
 

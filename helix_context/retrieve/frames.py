@@ -7,6 +7,10 @@ printing one is read: CPython, pytest and IPython; V8 (Node, Deno, Chrome), the 
 (Java, Kotlin, Scala), .NET, Go panics, Rust backtraces, Ruby, PHP, and gdb or the sanitizers
 (C, C++).
 
+Compilers, linters and links name a place without a function: `src/app.ts(42,5)`, `main.go:42:5`,
+`--> src/lib.rs:42:5`, `x.py:42: error`, `…/blob/main/x.py#L42`. `locations` reads those as
+(file name, line), so the symbol holding that line can be pointed at.
+
 Each form is a pattern with a literal marker that any text holding it must contain, so a text
 without that marker never runs the pattern (most questions hold no traceback at all). A path
 is a run without spaces, as tools print them (a Windows drive letter allowed); a method's
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["frames"]
+__all__ = ["frames", "locations"]
 
 _PATH = r"(?:/?[A-Za-z]:)?[^\s:\"'`<>,()]{1,400}"
 
@@ -65,3 +69,15 @@ def frames(text: str) -> list[tuple[str, str]]:
             found.extend((m.start(), m["file"], m["func"]) for m in pattern.finditer(text))
     found.sort()
     return [(path.replace("\\", "/").rsplit("/", 1)[-1], func) for _, path, func in found]
+
+
+# a file name with an extension, then :line[:column], (line,column): as tsc and MSBuild print it (a call such as
+# `np.zeros(3,4)` has no colon after it), or #Lline; not inside a longer word
+_LOCATION = re.compile(r"(?<![\w/.\\-])(?P<file>" + _PATH + r"\.[A-Za-z][A-Za-z0-9]{0,5})"
+                       r"(?::(?P<a>\d{1,7})(?![\d.])|\((?P<b>\d{1,7}),\d{1,7}\):|#L(?P<c>\d{1,7})\b)")
+
+
+def locations(text: str) -> list[tuple[str, int]]:
+    """(file name without its folders, line) for each place `text` names as file and line, in text order."""
+    return [(m["file"].replace("\\", "/").rsplit("/", 1)[-1], int(m["a"] or m["b"] or m["c"]))
+            for m in _LOCATION.finditer(text)]

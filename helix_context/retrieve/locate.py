@@ -321,14 +321,43 @@ def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[i
 def locate(genome: GenomeStore, ranked: Sequence[ScoredGene], terms: WeighedTerms,
            defs: dict[int, tuple[SymbolRow, float]], weights: LocateWeights = LocateWeights(),
            *, tests_wanted: bool = False, gene_dense: Mapping[int, float] | None = None,
-           span_cosines: Callable[[SpanScores], Mapping[tuple[int, int], float]] | None = None) -> list[Pointer]:
-    """Pointers for the ranked genes, best first (`span_cosines`: the spans → their own cosines, span_dense.py)."""
+           span_cosines: Callable[[SpanScores], Mapping[tuple[int, int], float]] | None = None,
+           locations: Sequence[tuple[str, int]] = ()) -> list[Pointer]:
+    """Pointers for the ranked genes, best first (`span_cosines`: the spans → their own cosines, span_dense.py;
+    `locations`: (file name, line) places the query names, each pinning the symbol that holds its line)."""
     if not ranked:
         return []
     spans = span_scores(genome, [sg.gene for sg in ranked], terms)
+    if locations:
+        defs = {**defs, **located_symbols(ranked, spans, locations, defs)}
     span_dense = span_cosines(spans) if span_cosines is not None and weights.dense > 0 else None
     return score_pointers(ranked, spans, defs, weights, tests_wanted=tests_wanted, gene_dense=gene_dense,
                           span_dense=span_dense)
+
+
+def located_symbols(ranked: Sequence[ScoredGene], spans: SpanScores, locations: Sequence[tuple[str, int]],
+                    defs: Mapping[int, tuple[SymbolRow, float]]) -> dict[int, tuple[SymbolRow, float]]:
+    """Symbol id → (symbol, 1.0) for the innermost symbol holding each named line, in ranked genes of a
+    file of that name: a compiler's or linter's `file:line` says where, as a traceback frame does.
+
+    Only the genes already ranked are looked at (the file's name in the query brings its genes in
+    through the path signal), so a place costs no read; a line outside every symbol pins nothing."""
+    wanted: dict[str, set[int]] = {}
+    for name, line in locations:
+        wanted.setdefault(name.lower(), set()).add(line)
+    out: dict[int, tuple[SymbolRow, float]] = {}
+    for sg in ranked:
+        lines = wanted.get((sg.gene.source_path or "").replace("\\", "/").rsplit("/", 1)[-1].lower())
+        if not lines:
+            continue
+        for line in lines:
+            holding = [sym for sym, _, _, _, _ in spans.get(sg.gene.rowid or -1, ())
+                       if sym is not None and sym.start_line <= line <= sym.end_line]
+            if holding:
+                sym = min(holding, key=lambda s: s.end_line - s.start_line)
+                if sym.id not in defs or defs[sym.id][1] < 1.0:
+                    out[sym.id] = (sym, 1.0)
+    return out
 
 
 def file_mass(ranked: Sequence[tuple[str, float]], *, tests_factor: float = 1.0,

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from helix_context.genome.fts_text import compound_parts, is_compound
 from helix_context.models import QuerySignals
 from helix_context.retrieve.frames import frames as traceback_frames
+from helix_context.retrieve.frames import locations
 
 MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
 MAX_WORDS = 2000  # distinct words weighed against the genome (a 1 MB query stays bounded)
@@ -294,5 +295,6 @@ def extract(query: str, synonyms: Mapping[str, tuple[str, ...]] | None = None) -
         term_counts=tuple(counts.most_common(MAX_WORDS)),
         definitions=tuple(definitions),
         frames=tuple(frames),
+        locations=tuple(dict.fromkeys(locations(text)))[:MAX_TERMS],
         meaning=meaning(text),
     )

@@ -294,7 +294,8 @@ class Retriever:
             tests_wanted = wants_tests(qs)
             lw = self.locate_weights_for(ev.kind)
             located = tuple(locate(self.genome, items, terms, defs, lw, tests_wanted=tests_wanted,
-                                   gene_dense=per_signal.get("dense"), span_cosines=self._span_cosines(vector, items)))
+                                   gene_dense=per_signal.get("dense"), span_cosines=self._span_cosines(vector, items),
+                                   locations=qs.locations))
             if self.locate_weights.mass > 0:
                 wide = ranked[:MASS_WINDOW]
                 paths = self.genome.gene_paths([r for r, _ in wide])

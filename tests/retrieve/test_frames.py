@@ -124,3 +124,59 @@ def test_a_frame_pins_a_common_function_to_its_file_in_every_language(lexical: H
     top = lexical.fingerprint(issue, max_results=3)
     assert top[0]["source_id"].endswith(name.format("")), [r["source_id"] for r in top]
     assert top[0]["symbol"].rsplit(".", 1)[-1] == "handle" and top[0]["signals"].get("definition", 0) > 0
+
+
+PLACES = {
+    "tsc": ("src/components/Cart.tsx(42,17): error TS2345: Argument of type 'string'", [("Cart.tsx", 42)]),
+    "tsc, pretty": ("src/components/Cart.tsx:42:17 - error TS2345", [("Cart.tsx", 42)]),
+    "rustc": ("error[E0382]: borrow of moved value: `config`\n  --> src/server.rs:88:13\n", [("server.rs", 88)]),
+    "go": ("./main.go:12:2: undefined: handleRequest", [("main.go", 12)]),
+    "mypy": ("app/models/user.py:42: error: Incompatible return value type", [("user.py", 42)]),
+    "msbuild": ("C:\\proj\\src\\Program.cs(12,5): error CS0103: The name 'x' does not exist", [("Program.cs", 12)]),
+    "a link": ("see https://github.com/acme/app/blob/main/src/router.js#L42-L50", [("router.js", 42)]),
+    "prose": ("at 12:30 we met; version 1.2.3; ratio 3:1; http://localhost:8080/, np.zeros(3,4) and item (3,4)", []),
+}
+
+
+@pytest.mark.parametrize("printed_by", PLACES)
+def test_each_common_file_and_line_gives_its_place(printed_by: str) -> None:
+    text, expected = PLACES[printed_by]
+    assert extract(text).locations == tuple(expected)
+
+
+CART = textwrap.dedent('''\
+    export function parseQuantity(text: string): number {
+      // a string from the form: the number typed, or a number type error
+      const value = Number(text);
+      if (Number.isNaN(value)) {
+        throw new TypeError("not a number: " + text);
+      }
+      return value;
+    }
+
+    export function addItem(cart: Item[], sku: string, count: number): Item[] {
+      const item = { sku, count };
+      return [...cart, item];
+    }
+
+    export function total(cart: Item[]): number {
+      return cart.reduce((sum, item) => sum + item.count, 0);
+    }
+    ''')
+
+
+def test_a_compilers_file_and_line_points_at_the_function_holding_it(lexical: HelixContextManager,
+                                                                     tmp_path: Path) -> None:
+    """tsc names line 11, inside `addItem`; the error's words (string, number, type) are `parseQuantity`'s."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "cart.ts").write_text(CART)
+    for i in range(6):  # other code, so that word rarity means something
+        (tmp_path / "src" / f"util{i}.ts").write_text(f"export function convert{i}(value: string) {{\n  return {i};\n}}\n")
+    lexical.ingest_path(tmp_path)
+    error = ("src/cart.ts(11,29): error TS2345: Argument of type 'string' is not assignable to parameter of type "
+             "'number'.")
+    top = lexical.fingerprint(error, max_results=3)
+    assert top[0]["source_id"].endswith("cart.ts") and top[0]["symbol"] == "addItem", [r["symbol"] for r in top]
+    assert top[0]["signals"].get("definition", 0) > 0
+    without_line = lexical.fingerprint(error.replace("(11,29)", ""), max_results=3)
+    assert without_line[0]["symbol"] == "parseQuantity", "the words alone point elsewhere: the line decides"
