@@ -165,10 +165,6 @@ class Searches(PerGeneration):
     def __init__(self, generation: Callable[[], int], limit: int = 128) -> None:
         super().__init__(generation, limit)
 
-    def search(self, genome: Any, match: str, limit: int, column: str | None = None) -> list[tuple[int, float]]:
-        """As genome.fts_search(match, limit, column)."""
-        return self.start(genome, match, limit, column)()
-
     def start(self, genome: Any, match: str, limit: int, column: str | None = None
               ) -> Callable[[], list[tuple[int, float]]]:
         """As genome.start_fts_search(match, limit, column): a remembered answer, or the search sent now

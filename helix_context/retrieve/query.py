@@ -17,8 +17,7 @@ from collections.abc import Iterator, Mapping
 
 from helix_context.genome.fts_text import compound_parts, is_compound
 from helix_context.models import QuerySignals
-from helix_context.retrieve.frames import frames as traceback_frames
-from helix_context.retrieve.frames import locations
+from helix_context.retrieve.frames import frames as traceback_frames, locations
 
 MAX_TERMS = 48  # identifiers / phrases kept in first-seen order
 MAX_WORDS = 2000  # distinct words weighed against the genome (a 1 MB query stays bounded)

@@ -17,6 +17,7 @@ from helix_context.models import QuerySignals
 from helix_context.retrieve.terms import WeighedTerms
 
 Scores = dict[int, float]
+Found = Mapping[int, float]  # a scorer's scores: a dict, or PendingScores still to be read
 MAX_PATH_TOKENS = 12  # file names and folders a query writes; a pasted diff names many
 MAX_PATH_WORD_DOCS = 20_000  # a path word held by more genes is skipped (walking it costs ~5 ms per 20k)
 PATH_POSTING_BUDGET = 6_000  # summed genes of the path words searched together, rarest first
@@ -54,7 +55,7 @@ class PendingScores(Mapping[int, float]):
 
 
 def _search(genome: GenomeStore, searches: lexicon.Searches | None, match: str, limit: int,
-            column: str | None = None) -> Mapping[int, float]:
+            column: str | None = None) -> Found:
     """genome.fts_search as scores (sent now, read when looked at), through the per-generation memory of
     searches when there is one."""
     if searches is None:
@@ -63,7 +64,7 @@ def _search(genome: GenomeStore, searches: lexicon.Searches | None, match: str, 
 
 
 def fts_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Found:
     """BM25 over the gene text (with identifier parts), tags and path columns, for the query's rarest words."""
     expr = _or(list(terms.written), " AND " if terms.conjunctive else " OR ")
     for tokens in _held_phrases(genome, qs.phrases, counts):
@@ -93,7 +94,7 @@ def _identifier_like(term: str) -> bool:
 
 
 def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
+               counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Found:
     """Exact identifier / tag matches: `get_user_name` as written, not its parts.
 
     Only identifier-like query tokens take part: on plain prose the tags are
@@ -109,7 +110,7 @@ def tag_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighed
 
 
 def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
+                counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Found:
     """File names and folders the query writes as paths (`server.py`, `deploy/k8s`).
 
     `counts` and `searches`: the per-generation memories of capped counts and of searches (the
@@ -142,7 +143,7 @@ def path_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: Weighe
 
 
 def path_terms_scorer(genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
-                      counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Mapping[int, float]:
+                      counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None) -> Found:
     """Plain query words that name a folder or file ("the settlement service" → services/settlement/…).
     Weaker evidence than a written path: words like "supervisor" also name every test folder."""
     wanted = [t for t in terms.written if len(t) > 2]
@@ -170,7 +171,7 @@ class LexicalScorer(Protocol):
 
     def __call__(self, genome: GenomeStore, qs: QuerySignals, limit: int, terms: WeighedTerms,
                  counts: lexicon.CappedCounts | None = None, searches: lexicon.Searches | None = None
-                 ) -> Mapping[int, float]: ...
+                 ) -> Found: ...
 
 
 

@@ -169,12 +169,12 @@ def test_searches_are_remembered_until_the_genome_changes(genome: Genome, monkey
     real = genome.fts_search
     monkeypatch.setattr(genome, "fts_search", lambda expr, limit, column=None: calls.append(expr) or
                         real(expr, limit, column))
-    first = searches.search(genome, '"sprocket"', 10)
-    assert searches.search(genome, '"sprocket"', 10) == first == real('"sprocket"', 10) and len(first) == 3
+    first = searches.start(genome, '"sprocket"', 10)()
+    assert searches.start(genome, '"sprocket"', 10)() == first == real('"sprocket"', 10) and len(first) == 3
     assert len(calls) == 1
     genome.replace_sources([SourceWrite(FileRecord("more.py", "demo", 10, 1, "h"), "more.py",
                                         [(gene(999, "one more sprocket"), None)])])
-    assert len(searches.search(genome, '"sprocket"', 10)) == 4 and len(calls) == 2  # an ingest: searched again
+    assert len(searches.start(genome, '"sprocket"', 10)()) == 4 and len(calls) == 2  # an ingest: searched again
 
 
 def test_merging_the_full_text_index_keeps_every_hit_and_score(tmp_path: Path) -> None:

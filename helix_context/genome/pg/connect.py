@@ -58,23 +58,19 @@ class GuardedConnection(psycopg.Connection[tuple[Any, ...]]):
                 super().execute("ROLLBACK")
 
     def close(self) -> None:
-        if self.lingering is not None:  # finished here, not by the collector on a closed connection later
-            self.settle()
+        self.settle()  # finished here, not by the collector on a closed connection later
         super().close()
 
     def cursor(self, *args: Any, **kwargs: Any) -> Any:  # every statement starts here (execute too)
-        if self.lingering is not None:
-            self.settle()
+        self.settle()
         return super().cursor(*args, **kwargs)
 
     def transaction(self, *args: Any, **kwargs: Any) -> Any:
-        if self.lingering is not None:
-            self.settle()
+        self.settle()
         return super().transaction(*args, **kwargs)
 
     def pipeline(self) -> Any:
-        if self.lingering is not None:
-            self.settle()
+        self.settle()
         return super().pipeline()
 
     def execute(self, query: Any, params: Sequence[Any] | Any = None, **kwargs: Any
