@@ -141,6 +141,14 @@ class _XorgMixin(_HelixIconMixin):
                                  | Xlib.X.ButtonPressMask)
         return window
 
+    def _assert_docked(self) -> None:
+        # pystray asks the tray host to dock the icon again on every icon change and every show.
+        # trayer then embeds it anew, and the icon was seen left 1 pixel wide for good: a user's
+        # click missed it. One request per tray host; a new host (the old one's DestroyNotify
+        # clears the manager) gets its own.
+        if self._systray_manager is None:  # type: ignore[attr-defined]  # pystray's private backend attribute, untyped
+            super()._assert_docked()  # type: ignore[misc]  # the mixin's base (pystray's backend Icon) is only known when the class is put together
+
     def _on_button_press(self, event: Any) -> None:
         on_click(self, event.detail, event.root_x, event.root_y)
 

@@ -123,6 +123,41 @@ def test_clicking_the_tray_icon_opens_its_menu_and_sigterm_ends_everything(path,
         _stop(tray)
 
 
+def test_the_xembed_icon_keeps_its_size_while_its_state_changes(xsession, monkeypatch):
+    """pystray asked the tray host to dock the icon again on every picture change, and trayer then left it
+    1 pixel wide now and then, for good: a click missed it (a CI run's four clicks opened no menu). The
+    icon's colour follows the backend's state, so it changes often; through twenty changes the docked icon
+    keeps the size trayer gave it."""
+    from launcher import backends
+    from launcher.icons import make_icon
+
+    monkeypatch.setenv("DISPLAY", xsession["DISPLAY"])  # pystray's xorg icon opens the display named here
+    candidate = backends.probe("xorg")
+    if candidate.icon_class is None:
+        pytest.skip(candidate.why)
+    icon = candidate.icon_class("helix-size-test", make_icon("starting"), "Helix size test")
+    widths: list[int] = []
+
+    def setup(shown: Any) -> None:
+        try:
+            shown.visible = True
+            window = str(shown._window.id)
+            try:
+                wait_until(lambda: traykit.icon_box(xsession, window)[2] >= 16, timeout=15, every=0.05)
+            except AssertionError:
+                pass  # docked too narrow: the first width below says so
+            widths.append(traykit.icon_box(xsession, window)[2])
+            for n in range(20):
+                shown.icon = make_icon(("running", "starting", "pressure")[n % 3])
+                time.sleep(0.1)
+                widths.append(traykit.icon_box(xsession, window)[2])
+        finally:
+            shown.stop()
+
+    icon.run(setup=setup)
+    assert len(widths) == 21 and min(widths) >= 16, f"the docked icon's width, docked and after each change: {widths}"
+
+
 def test_an_icon_that_dies_ends_the_tray_and_its_backend(xsession, tmp_path, request):
     """The X server drops the icon's connection (xdotool windowkill): no tray left hanging without an
     icon, the backend it started goes too, within 5 s, with a message that says what happened."""

@@ -53,13 +53,21 @@ def choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = No
         except AssertionError:
             if attempt == 3:
                 menus = _x(env, "xdotool", "search", "--name", f"^({MENU_WINDOW_NAME}|helix-tray)$").split()
-                raise AssertionError(f"four clicks on the icon opened no menu; clicked {icon}; Helix windows: "
-                                     f"{helix_windows(env)}; menu windows, shown or not: {menus}") from None
+                raise AssertionError(f"four clicks on the icon opened no menu; clicked {icon} at {icon_box(env, icon)}; "
+                                     f"pointer {_x(env, 'xdotool', 'getmouselocation', '--shell').split()}; "
+                                     f"Helix windows: {helix_windows(env)}; menu windows, shown or not: {menus}") from None
     if shot is not None:
         time.sleep(0.2)  # let the menu draw
         _x(env, "import", "-window", "root", str(shot))
     _x(env, "xdotool", "key", *(["Down"] * downs + ["Return"] if downs else ["Escape"]))
     wait_until(lambda: not menu_window(env), timeout=10, every=0.05)
+
+
+def icon_box(env: dict, icon: str) -> tuple[int, ...]:
+    """The icon's place on the screen: (x, y, width, height)."""
+    info = _x(env, "xwininfo", "-id", icon)
+    return tuple(int(m.group(1)) for key in ("Absolute upper-left X", "Absolute upper-left Y", "Width", "Height")
+                 if (m := re.search(rf"{key}: *(-?\d+)", info)))
 
 
 def tray_env(xsession: dict, tmp_path: Path, path: str, request) -> tuple[str, dict]:
