@@ -31,6 +31,11 @@ MAX_DEFINITIONS_PER_NAME = 12  # a name defined more often than this locates not
 # a definition whose name differs from the query's spelling only in case (`Sin` for `sin(x)`): names are
 # looked up without case, since prose capitalises them, but code names them exactly in nearly every language
 CASE_MISMATCH = 0.5
+# a traceback frame's function, or the symbol holding a place's line, in a file of that name: the text says
+# where the code broke, which outweighs any name its prose uses (those weigh at most 1.0). Among pointers
+# and files only: in the fused gene ranking it stands at the top of the names' scale (1.0), as before
+# (chosen on swe-dev, the development set; any factor from 1.75 to 4 gives the same figures)
+FRAME_WEIGHT = 2.0
 K1, B, AVG_CHARS = 1.2, 0.75, 900.0
 FILE_DECAY = (1.0, 0.35, 0.15)  # weights of a file's best, second and third pointer
 MASS_WINDOW = 200  # genes of the fused ranking whose files gather "mass"
@@ -105,20 +110,20 @@ def _weighed_definitions(qs: QuerySignals, found: dict[str, list[SymbolRow]], fr
                 weight = base if not exact or row.id in exact else base * CASE_MISMATCH
                 tail = row.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
                 if (tail, name) in frame_files:
-                    weight = max(weight, 1.0)
+                    weight = FRAME_WEIGHT
                 if row.id not in out or out[row.id][1] < weight:
                     out[row.id] = (row, weight)
         for row in framed.get(name, ()):  # a frame's function in a file of the frame's name, however common
-            if row.id not in out or out[row.id][1] < 1.0:
-                out[row.id] = (row, 1.0)
+            out[row.id] = (row, FRAME_WEIGHT)
     return out
 
 
 def definition_gene_scores(defs: dict[int, tuple[SymbolRow, float]]) -> dict[int, float]:
-    """The definition signal per gene, for fusion: the best named symbol the gene holds."""
+    """The definition signal per gene, for fusion: the best named symbol the gene holds (a frame's counts
+    as the strongest name, 1.0: its extra weight picks among the pointers of the genes ranked)."""
     scores: dict[int, float] = {}
     for row, weight in defs.values():
-        scores[row.gene] = max(scores.get(row.gene, 0.0), weight)
+        scores[row.gene] = max(scores.get(row.gene, 0.0), min(weight, 1.0))
     return scores
 
 
@@ -337,7 +342,7 @@ def locate(genome: GenomeStore, ranked: Sequence[ScoredGene], terms: WeighedTerm
 
 def located_symbols(ranked: Sequence[ScoredGene], spans: SpanScores, locations: Sequence[tuple[str, int]],
                     defs: Mapping[int, tuple[SymbolRow, float]]) -> dict[int, tuple[SymbolRow, float]]:
-    """Symbol id → (symbol, 1.0) for the innermost symbol holding each named line, in ranked genes of a
+    """Symbol id → (symbol, FRAME_WEIGHT) for the innermost symbol holding each named line, in ranked genes of a
     file of that name: a compiler's or linter's `file:line` says where, as a traceback frame does.
 
     Only the genes already ranked are looked at (the file's name in the query brings its genes in
@@ -355,8 +360,8 @@ def located_symbols(ranked: Sequence[ScoredGene], spans: SpanScores, locations: 
                        if sym is not None and sym.start_line <= line <= sym.end_line]
             if holding:
                 sym = min(holding, key=lambda s: s.end_line - s.start_line)
-                if sym.id not in defs or defs[sym.id][1] < 1.0:
-                    out[sym.id] = (sym, 1.0)
+                if sym.id not in defs or defs[sym.id][1] < FRAME_WEIGHT:
+                    out[sym.id] = (sym, FRAME_WEIGHT)
     return out
 
 

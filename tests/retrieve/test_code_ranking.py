@@ -15,7 +15,10 @@ from helix_context import HelixContextManager
 from helix_context.config import Settings
 from helix_context.models import Gene, Pointer
 from helix_context.retrieve.fusion import fuse_weighted
-from helix_context.retrieve.locate import file_mass, is_test_path, rank_files
+from helix_context.genome.symbols_sql import SymbolRow
+from helix_context.models import ScoredGene
+from helix_context.retrieve.locate import (LocateWeights, _weighed_definitions, file_mass, is_test_path,
+                                           rank_files, score_pointers)
 from helix_context.retrieve.query import extract
 
 ESCAPES = textwrap.dedent('''\
@@ -200,3 +203,52 @@ def test_a_name_used_as_code_prefers_definitions_spelled_the_same(lexical: Helix
     lexical.ingest_path(tmp_path)
     top = lexical.fingerprint("calling sin(x) gives the wrong sign for negative angles", max_results=2)
     assert top[0]["source_id"].endswith("trig.py") and top[0]["symbol"] == "sin", [r["symbol"] for r in top]
+
+
+FRAMED_ISSUE = textwrap.dedent('''\
+    Comparing a record with an object evaluates the repr of that object
+
+    ```
+    Traceback (most recent call last):
+      File "demo.py", line 4, in <module>
+        record == Other()
+      File "/src/app/records.py", line 9, in __eq__
+        other = coerce(other)
+      File "/src/app/coerce.py", line 2, in coerce
+        return parse_input(str(value))
+      File "/src/app/parsing.py", line 6, in parse_input
+        return evaluate(tokens(text))
+    AttributeError: 'Symbol' object has no attribute 'y'
+    ```
+    ''')
+
+
+def test_the_files_a_traceback_runs_through_come_before_files_that_only_share_its_words() -> None:
+    """The outer frame (`Record.__eq__`, where such a fix usually goes) has only its frame for evidence; four
+    modules in no frame each hold two functions that match the issue's meaning fairly and fill the wider
+    ranking a little more (swe-dev's sympy-18057, in small). A frame says where the code broke, which
+    outweighs what the words suggest: the three files the traceback runs through come first."""
+    qs = extract(FRAMED_ISSUE)
+    rows = {name: SymbolRow(n, f"/src/app/{file}", n, name, "function", 1, 9)
+            for n, (file, name) in enumerate([("records.py", "Record.__eq__"), ("coerce.py", "coerce"),
+                                              ("parsing.py", "parse_input")], 1)}
+    framed = {name.rsplit(".", 1)[-1].lower(): [row] for name, row in rows.items()}
+    defs = _weighed_definitions(qs, {}, framed)
+    genes = {n: Gene(gene_id=f"g{n}", content="", content_type="code", language="python", source_path=path,
+                     project=None, start_line=1, end_line=20, rowid=n)
+             for n, path in enumerate(["/src/app/records.py", "/src/app/coerce.py", "/src/app/parsing.py"]
+                                      + [f"/src/app/topic{i}.py" for i in range(4)], 1)}
+    fused = {1: 0.41, 2: 0.54, 3: 1.0, 4: 0.27, 5: 0.27, 6: 0.27, 7: 0.27}
+    ranked = [ScoredGene(genes[n], score) for n, score in sorted(fused.items(), key=lambda kv: -kv[1])]
+    spans = {1: [(rows["Record.__eq__"], 1, 9, 0.0, 0.0)], 2: [(rows["coerce"], 1, 9, 0.1, 0.0)],
+             3: [(rows["parse_input"], 1, 9, 0.6, 0.0)]}
+    span_dense = {(3, 1): 0.6}
+    for n in range(4, 8):  # two functions each, fair on meaning, no word of note
+        spans[n] = [(None, 1, 9, 0.03, 0.0), (None, 11, 19, 0.0, 0.0)]
+        span_dense |= {(n, 1): 0.57, (n, 11): 0.56}
+    weights = LocateWeights(name=0.3, tests=0.3, mass=1.5, dense=1.0)  # helix.toml's, for code
+    pointers = score_pointers(ranked, spans, defs, weights, span_dense=span_dense)
+    mass = {"/src/app/records.py": 0.23, "/src/app/coerce.py": 0.43, "/src/app/parsing.py": 1.0} \
+        | {f"/src/app/topic{i}.py": 0.25 for i in range(4)}
+    files = [hit.path.rsplit("/", 1)[-1] for hit in rank_files(pointers, mass=mass, mass_weight=weights.mass)]
+    assert set(files[:3]) == {"records.py", "coerce.py", "parsing.py"}, files
