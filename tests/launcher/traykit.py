@@ -56,8 +56,10 @@ def choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = No
                 raise AssertionError(f"four clicks on the icon opened no menu; clicked {icon} at {icon_box(env, icon)}; "
                                      f"pointer {_x(env, 'xdotool', 'getmouselocation', '--shell').split()}; "
                                      f"Helix windows: {helix_windows(env)}; menu windows, shown or not: {menus}") from None
+    # the toolkit maps the menu, then takes the keyboard; keys sent in between go elsewhere, and a user
+    # reads the menu first anyway (a loaded run lost its keys: the menu stayed open)
+    time.sleep(0.3)
     if shot is not None:
-        time.sleep(0.2)  # let the menu draw
         _x(env, "import", "-window", "root", str(shot))
     _x(env, "xdotool", "key", *(["Down"] * downs + ["Return"] if downs else ["Escape"]))
     wait_until(lambda: not menu_window(env), timeout=10, every=0.05)
