@@ -15,8 +15,9 @@ The icon classes are pystray's, with what Helix needs on top:
 - xorg (XEmbed): the icon window asks for button presses (pystray's does not, so
   clicks were lost); a left click runs the default action, a right click posts
   Helix's own Tk menu (launcher.popup) at the pointer; the icon docks in the
-  loop's own thread and the loop never sleeps on a queued event; a stop always
-  ends the loop (see _XorgMixin.stop);
+  loop's own thread, once per tray host (pystray asked again on every picture
+  change, and trayer then left the icon 1 pixel wide), and the loop never sleeps
+  on a queued event; a stop always ends the loop (see _XorgMixin.stop);
 - win32: the message loop wakes every 100 ms, so Ctrl-C / Ctrl-Break handlers run.
 """
 
