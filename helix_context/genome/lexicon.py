@@ -37,6 +37,11 @@ class LexiconMixin:
     def prefetch_counts(self, words: Iterable[str]) -> None:
         """Read these words' counts together before they are asked one by one (SQLite: nothing to gain)."""
 
+    def start_gene_facts(self, rowids: Iterable[int]) -> Callable[[], object]:
+        """Send the read of these genes' paths and marks now, to read it later (SQLite: nothing to gain;
+        the team genome's is in pg/gene_facts.py)."""
+        return dict
+
     def warm_reads(self, min_genes: int) -> int:
         """Hold what questions would read one by one before the first question. SQLite: nothing to hold
         (FTS5 merges its compressed lists in C on each question, and a gene's type is a row away).

@@ -23,7 +23,7 @@ from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores,
                                           file_mass, locate, start_definitions, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
-from helix_context.retrieve.scope import ProjectCatalog, Scope, contains, lead_ranking
+from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
 from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
@@ -254,8 +254,12 @@ class Retriever:
         code_weights = self.code_weights_for(ev.kind)
         fused = self._fuse(per_signal, code_weights)
         if self._weighs("coactivation") and fused:
-            seeds = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:COACTIVATION_SEEDS]]
+            leading = [r for r, _ in sorted(fused.items(), key=lambda kv: -kv[1][0])[:LEAD_WINDOW]]
+            seeds = leading[:COACTIVATION_SEEDS]
+            # the paths scope asks for next, sent with the co-activation read (a team genome's round trip)
+            facts = self.genome.start_gene_facts(leading) if cfg.scope_by_evidence and not scope.scoped else dict
             co = coactivation_scorer(self.genome, seeds, cfg.candidate_pool)
+            facts()
             if co and allowed is not None:  # genes delivered together with these may be another project's
                 co = _only(co, allowed)
             if co:

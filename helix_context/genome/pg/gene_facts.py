@@ -43,17 +43,33 @@ class GeneFacts(PerGeneration):
     def of(self, conn: Any, rowids: Iterable[int]) -> dict[int, Fact]:
         """The facts of those of `rowids` that exist (a removed gene has none), reading only the unknown."""
         ids = list(dict.fromkeys(int(r) for r in rowids))
+        found = self._known(ids)
+        if len(found) < len(ids):
+            found.update(self.start(conn, [r for r in ids if r not in found])())
+        return found
+
+    def start(self, conn: Any, rowids: Iterable[int]) -> Callable[[], dict[int, Fact]]:
+        """The unknown facts of `rowids`: the statement sent now, the rows read (and remembered) when the
+        returned function is called. Why: sent with another read of the same question (co-activation),
+        the facts scope asks for next travel with it (retriever._retrieve)."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        generation = self._generation()
+        known = self._known(ids)
+        missing = [r for r in ids if r not in known]
+        if not missing:
+            return dict
+        sent = conn.execute('SELECT id, source_path, tier, device, "user", org, agent FROM genes WHERE id = ANY(%s)',
+                            (missing,))
+
+        def read() -> dict[int, Fact]:
+            got = {int(rowid): Fact(path, (tier, device, user, org, agent))
+                   for rowid, path, tier, device, user, org, agent in sent.fetchall()}
+            self._remember(generation, got)  # not kept if the genome moved on while reading
+            return got
+        return read
+
+    def _known(self, ids: list[int]) -> dict[int, Fact]:
         generation = self._generation()
         with self._lock:
             known = self._counts_for(generation)
-            found = {r: f for r in ids if (f := known.get(r)) is not None}
-        missing = [r for r in ids if r not in found]
-        if not missing:
-            return found
-        read = {int(rowid): Fact(path, (tier, device, user, org, agent))
-                for rowid, path, tier, device, user, org, agent in conn.execute(
-                    'SELECT id, source_path, tier, device, "user", org, agent FROM genes WHERE id = ANY(%s)',
-                    (missing,)).fetchall()}
-        self._remember(generation, read)  # not kept if the genome moved on while reading
-        found.update(read)
-        return found
+            return {r: f for r in ids if (f := known.get(r)) is not None}

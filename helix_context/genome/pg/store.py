@@ -349,6 +349,11 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
         """Gene rowid → its source path (symbols_sql's), with the marks, from one read per generation (gene_facts.py)."""
         return {r: f.path for r, f in self._facts.of(self._raw(), rowids).items() if f.path is not None}
 
+    def start_gene_facts(self, rowids: Iterable[int]) -> Callable[[], object]:
+        """The paths and marks of `rowids` not yet known this generation: sent now, read (and remembered)
+        when the returned function is called, so gene_paths and gene_marks find them (gene_facts.py)."""
+        return self._facts.start(self._raw(), rowids)
+
     def gene_marks(self, rowids: Iterable[int]) -> dict[int, tuple[str, str, str, str, str]]:
         """Gene rowid → (tier, device, user, org, agent) (reads.py's), with the paths (gene_facts.py)."""
         return {r: f.marks for r, f in self._facts.of(self._raw(), rowids).items()}
