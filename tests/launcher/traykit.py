@@ -61,8 +61,19 @@ def choose(env: dict, icon: str, button: str, downs: int, shot: Path | None = No
     time.sleep(0.3)
     if shot is not None:
         _x(env, "import", "-window", "root", str(shot))
-    _x(env, "xdotool", "key", *(["Down"] * downs + ["Return"] if downs else ["Escape"]))
-    wait_until(lambda: not menu_window(env), timeout=10, every=0.05)
+    keys = ["Down"] * downs + ["Return"] if downs else ["Escape"]
+    for attempt in range(2):
+        _x(env, "xdotool", "key", *keys)
+        try:
+            wait_until(lambda: not menu_window(env), timeout=5, every=0.05)
+            return
+        except AssertionError:
+            # the menu is still open, so none of the keys reached it (Return or Escape closes it at once):
+            # they went to the window under the pointer before the menu held the keyboard. A user presses
+            # again; so does this test, once
+            if attempt == 1:
+                raise AssertionError(f"the menu stayed open after its keys {keys}, sent twice; menu window "
+                                     f"{menu_window(env)}; Helix windows: {helix_windows(env)}") from None
 
 
 def icon_box(env: dict, icon: str) -> tuple[int, ...]:
