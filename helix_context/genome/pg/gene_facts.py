@@ -42,22 +42,28 @@ class GeneFacts(PerGeneration):
 
     def of(self, conn: Any, rowids: Iterable[int]) -> dict[int, Fact]:
         """The facts of those of `rowids` that exist (a removed gene has none), reading only the unknown."""
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        found = self._known(ids)
-        if len(found) < len(ids):
-            found.update(self.start(conn, [r for r in ids if r not in found])())
+        found, missing, generation = self._known(rowids)
+        if missing:
+            found.update(self._send(conn, missing, generation)())
         return found
 
     def start(self, conn: Any, rowids: Iterable[int]) -> Callable[[], dict[int, Fact]]:
         """The unknown facts of `rowids`: the statement sent now, the rows read (and remembered) when the
         returned function is called. Why: sent with another read of the same question (co-activation),
         the facts scope asks for next travel with it (retriever._retrieve)."""
+        _, missing, generation = self._known(rowids)
+        return self._send(conn, missing, generation) if missing else dict
+
+    def _known(self, rowids: Iterable[int]) -> tuple[dict[int, Fact], list[int], int]:
+        """(the facts known at this generation, the ids not known, the generation they were looked up at)."""
         ids = list(dict.fromkeys(int(r) for r in rowids))
         generation = self._generation()
-        known = self._known(ids)
-        missing = [r for r in ids if r not in known]
-        if not missing:
-            return dict
+        with self._lock:
+            known = self._counts_for(generation)
+            found = {r: f for r in ids if (f := known.get(r)) is not None}
+        return found, [r for r in ids if r not in found], generation
+
+    def _send(self, conn: Any, missing: list[int], generation: int) -> Callable[[], dict[int, Fact]]:
         sent = conn.execute('SELECT id, source_path, tier, device, "user", org, agent FROM genes WHERE id = ANY(%s)',
                             (missing,))
 
@@ -67,9 +73,3 @@ class GeneFacts(PerGeneration):
             self._remember(generation, got)  # not kept if the genome moved on while reading
             return got
         return read
-
-    def _known(self, ids: list[int]) -> dict[int, Fact]:
-        generation = self._generation()
-        with self._lock:
-            known = self._counts_for(generation)
-            return {r: f for r in ids if (f := known.get(r)) is not None}
