@@ -103,7 +103,7 @@ def collect(args: argparse.Namespace) -> int:
         ev = helix.retriever.evidence(row["problem_statement"])
         rowids = {r for scores in ev.per_signal.values() for r in scores}
         genes = helix.genome.genes_by_rowid(rowids)
-        spans = span_scores(helix.genome, list(genes.values()), ev.terms)
+        spans = span_scores(helix.genome, list(genes.values()), ev.terms, asked=ev.defs.keys())
         # every candidate's span cosines, as collect-stdlib records them: the server adds them to each
         # pointer of its best genes (locate_dense), so a replay without them ranks what it never serves
         dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), spans, settings.embedding,
@@ -142,7 +142,7 @@ def collect_stdlib(args: argparse.Namespace) -> int:
         ev = helix.retriever.evidence(question)
         rowids = {r for scores in ev.per_signal.values() for r in scores}
         genes = helix.genome.genes_by_rowid(rowids)
-        spans = span_scores(helix.genome, list(genes.values()), ev.terms)
+        spans = span_scores(helix.genome, list(genes.values()), ev.terms, asked=ev.defs.keys())
         # every candidate's spans (replay keeps those of its own best genes, as the server does)
         dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), spans, settings.embedding, memory)
         slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}

@@ -35,10 +35,10 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Symbol:
-    """A function, method or class: what an answer points at in code (lines 1-based, inclusive)."""
+    """A function, method, class or constant: what an answer points at in code (lines 1-based, inclusive)."""
 
     name: str  # qualified: `ZipFile._extract_member`
-    kind: str  # function / method / class
+    kind: str  # function / method / class / constant
     start_line: int
     end_line: int
 
@@ -119,7 +119,7 @@ class Pointer:
     gene: Gene
     path: str | None
     symbol: str | None
-    kind: str | None  # function / method / class; None for a gene span
+    kind: str | None  # function / method / class / constant; None for a gene span
     start_line: int
     end_line: int
     score: float

@@ -214,6 +214,15 @@ V7_LIVE_PROJECTS = """
 CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 """
 
+# symbols gain Python's constants (ingest/symbols.py): Python files ingested before this version are re-parsed
+# once by the next ingest of their folder or the watcher's recheck (no size matches -1, and no content the
+# empty hash: the file is read and parsed again; its unchanged chunks keep their vectors), so "where is
+# MAX_RETRIES set" finds the line in an existing genome too
+V8_PY_CONSTANTS = """
+UPDATE files SET content_hash = '', size = -1
+WHERE path LIKE '%.py' OR path LIKE '%.pyw' OR path LIKE '%.pyi' OR path LIKE '%.pyx';
+"""
+
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
-                               V7_LIVE_PROJECTS)
+                               V7_LIVE_PROJECTS, V8_PY_CONSTANTS)
 SCHEMA_VERSION = len(MIGRATIONS)

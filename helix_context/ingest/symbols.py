@@ -1,4 +1,4 @@
-"""Every function, method and class of a code file as its own span with its qualified name.
+"""Every function, method, class and named constant of a code file as its own span with its qualified name.
 
 Why a pass of its own: the chunker packs small neighbours into one stored gene
 (a 40-line gene may hold five functions), but an answer should point at the one
@@ -6,7 +6,11 @@ function that matched. Symbols are found independently of chunking, nested
 ones included, so `ZipFile._extract_member` has its exact lines whichever gene
 stores it.
 
-Python uses the same string scan as the chunker (py_layout) plus indentation —
+Python's constants are the capitalised names a module assigns (``MAX_SYMBOLS =
+5000``, ``SpanKey = tuple[int, int]``) and the capitals a class assigns
+(``Color.RED``): "where is MAX_SYMBOLS set" used to land on whatever used the
+name, never on the line that sets it. Python uses the same string scan as the
+chunker (py_layout) plus indentation —
 no ``ast`` (too slow for the ingest budget, and it needs valid syntax). C reads
 the declarations of its parse tree (functions, prototypes, function-like macros,
 structs, unions, enums, typedefs of them) and never walks a function's body:
@@ -29,6 +33,9 @@ __all__ = ["find_symbols"]
 MAX_SYMBOLS = 5000  # per file: generated code can define tens of thousands of tiny functions
 
 _PY_LINE = re.compile(r"[ \t]*(?:(@)|(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*))")
+# `NAME = ...` or `NAME: type = ...` with a capitalised name (not `==`, not `NAME[i] = `, not `A, B = `)
+_PY_ASSIGN = re.compile(r"[ \t]*(_*[A-Z]\w*)[ \t]*(?::[^=\n]*)?=(?!=)")
+_UPPER = re.compile(r"_*[A-Z][A-Z0-9_]*")
 
 
 def _indent(line: str) -> int:
@@ -44,7 +51,7 @@ def _indent(line: str) -> int:
 
 
 def python_symbols(text: str) -> list[Symbol]:
-    """Functions, methods and classes of Python source, with decorators, at any depth."""
+    """Functions, methods and classes of Python source, with decorators, at any depth; constants of modules and classes."""
     mask = python_string_lines(text)
     lines = text.split("\n")
     out: list[Symbol] = []
@@ -58,9 +65,15 @@ def python_symbols(text: str) -> list[Symbol]:
             last_code = i  # the rest of a multi-line string belongs to the statement above
             continue
         stripped = line.lstrip(" \t")
-        if not stripped or stripped[0] in "#)]}" or stripped.startswith(("\r", "\f")):
+        if stripped and stripped[0] in ")]}":
+            last_code = i  # the closing line of a call or literal ends the statement it closes
+            continue
+        if not stripped or stripped[0] == "#" or stripped.startswith(("\r", "\f")):
             continue
         ind = _indent(line)
+        if decorator_start is not None and ind > decorator_indent:
+            last_code = i  # a decorator's arguments continued on more lines
+            continue
         while stack and ind <= stack[-1][0]:
             _close(stack.pop(), last_code, out)
         m = _PY_LINE.match(line)
@@ -78,6 +91,15 @@ def python_symbols(text: str) -> list[Symbol]:
             if len(out) < MAX_SYMBOLS:
                 out.append(Symbol(qual, kind, start + 1, i + 1))
                 stack.append([ind, qual, kind, start, len(out) - 1])
+        elif m is None and (not stack or stack[-1][2] == "class") and len(out) < MAX_SYMBOLS:
+            a = _PY_ASSIGN.match(line)
+            if a is not None:
+                name = a.group(1)
+                kind = "constant" if not stack or _UPPER.fullmatch(name) else ""
+                if kind:  # in a class body only capitals: `Meta = ...` there is rarely what a question names
+                    qual = f"{stack[-1][1]}.{name}" if stack else name
+                    out.append(Symbol(qual, kind, i + 1, i + 1))
+                    stack.append([ind, qual, kind, i, len(out) - 1])  # closed like a scope: its value's lines
         decorator_start = None
         last_code = i
     while stack:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -155,7 +155,8 @@ LEAD_LINES = 3  # lines before a gene's first symbol that are a span of their ow
 
 def _spans(gene: Gene, symbols: list[SymbolRow],
            continued: SymbolRow | None = None) -> list[tuple[SymbolRow | None, int, int]]:
-    """(symbol, first, last line of its own text inside this gene); a class's own text is its header.
+    """(symbol, first, last line of its own text inside this gene); a class's own text is its header
+    (its lines up to its first method or nested class: its constants, an enum's members, are part of it).
     `continued`: the function the gene's opening lines belong to (`_continued`), which they point at."""
     if not symbols:
         return [(continued, gene.start_line, gene.end_line)]
@@ -166,7 +167,8 @@ def _spans(gene: Gene, symbols: list[SymbolRow],
     for i, sym in enumerate(symbols):
         last = min(sym.end_line, gene.end_line)
         if sym.kind == "class":
-            inner = next((s.start_line for s in symbols[i + 1:] if sym.start_line < s.start_line <= sym.end_line), None)
+            inner = next((s.start_line for s in symbols[i + 1:]
+                          if sym.start_line < s.start_line <= sym.end_line and s.kind != "constant"), None)
             if inner is not None:
                 last = min(last, inner - 1)
         out.append((sym, sym.start_line, max(sym.start_line, last)))
@@ -205,7 +207,7 @@ def _continued(genome: GenomeStore, genes: Sequence[Gene], by_gene: Mapping[int,
     a second place in the answer for one function; named for the function they belong to, the two
     become one pointer at it (`score_pointers` keeps the better), scored as before by its own lines.
     Classes are left out: a class's body between its methods is better shown as those lines than as
-    the whole class. Measured (bench_code_retrieval.py strict MRR@10, both models, no question lost):
+    the whole class; so are constants (a long literal's rest is data, not a function). Measured (bench_code_retrieval.py strict MRR@10, both models, no question lost):
     MiniLM 0.612 → 0.620, code-minilm 0.634 → 0.636.
     """
     out: dict[int, SymbolRow] = {}
@@ -218,19 +220,26 @@ def _continued(genome: GenomeStore, genes: Sequence[Gene], by_gene: Mapping[int,
         if gene.source_path not in by_path:
             by_path[gene.source_path] = genome.symbols_of_path(gene.source_path)
         around = [s for s in by_path[gene.source_path]
-                  if s.kind != "class" and s.start_line < gene.start_line <= s.end_line]
+                  if s.kind not in ("class", "constant") and s.start_line < gene.start_line <= s.end_line]
         if around:
             out[gene.rowid] = max(around, key=lambda s: s.start_line)  # the innermost
     return out
 
 
-def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms) -> SpanScores:
+def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms, *,
+                asked: Collection[int] = ()) -> SpanScores:
     """Gene rowid → its spans (symbol, first, last line) with the BM25 of each span's own lines.
+
+    A constant is a span of its own only where the query names it (`asked`: symbol ids, the
+    definitions the query uses as code): "where is MAX_RETRIES set" points at its line, while a
+    question in words is answered by functions and classes, as the one-line spans of a module's
+    capitals would otherwise crowd them out (stdlib strict MRR@10 fell 0.654 → 0.641 with them).
 
     Apart from the pointer scoring so that one query's spans can be scored once and ranked under
     many weightings (benchmarks/tune_localization.py).
     """
-    by_gene = genome.symbols_in_genes([g.rowid for g in genes if g.rowid])
+    by_gene = {rowid: [s for s in syms if s.kind != "constant" or s.id in asked]
+               for rowid, syms in genome.symbols_in_genes([g.rowid for g in genes if g.rowid]).items()}
     continued = _continued(genome, genes, by_gene)
     pats = _term_patterns(terms)
     stems: dict[str, str] = {}
@@ -332,7 +341,7 @@ def locate(genome: GenomeStore, ranked: Sequence[ScoredGene], terms: WeighedTerm
     `locations`: (file name, line) places the query names, each pinning the symbol that holds its line)."""
     if not ranked:
         return []
-    spans = span_scores(genome, [sg.gene for sg in ranked], terms)
+    spans = span_scores(genome, [sg.gene for sg in ranked], terms, asked=defs.keys())
     if locations:
         defs = {**defs, **located_symbols(ranked, spans, locations, defs)}
     span_dense = span_cosines(spans) if span_cosines is not None and weights.dense > 0 else None

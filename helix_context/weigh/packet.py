@@ -27,7 +27,7 @@ class PacketItem:
     signals: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     preview: str = ""
-    symbol: str | None = None  # the function / method / class that matched (its span is start..end)
+    symbol: str | None = None  # the function / method / class / constant that matched (its span is start..end)
     kind: str | None = None
     relevance: float = 1.0  # share of the query's idf mass the item holds (weigh/relevance.py)
     project: str | None = None  # the project the item's gene belongs to

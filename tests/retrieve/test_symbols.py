@@ -77,8 +77,59 @@ def test_python_symbols_match_ast_on_real_code() -> None:
                 walk(node.body, prefix + node.name + ".")
 
     walk(ast.parse(text).body, "")
-    got = {s.name: (s.start_line, s.end_line) for s in python_symbols(text)}
+    got = {s.name: (s.start_line, s.end_line) for s in python_symbols(text) if s.kind != "constant"}
     assert got == want
+
+
+def test_python_constants_match_ast_on_real_code() -> None:
+    """A module's capitalised assignments (multi-line literals whole) and a class's capitals, as `ast` sees them."""
+    import json.decoder as decoder
+    import logging.handlers as handlers
+
+    for module in (decoder, handlers):
+        text = Path(module.__file__).read_text(encoding="utf-8")
+        want: dict[str, tuple[int, int]] = {}
+        for node in ast.parse(text).body:
+            body = node.body if isinstance(node, ast.ClassDef) else [node]
+            prefix = node.name + "." if isinstance(node, ast.ClassDef) else ""
+            for stmt in body:
+                target = (stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                          else stmt.target if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else None)
+                if isinstance(target, ast.Name) and target.id.lstrip("_")[:1].isupper() and (
+                        not prefix or target.id.upper() == target.id):
+                    want[prefix + target.id] = (stmt.lineno, stmt.end_lineno or stmt.lineno)
+        got = {s.name: (s.start_line, s.end_line) for s in python_symbols(text) if s.kind == "constant"}
+        assert got == want and len(want) >= 8, module.__name__
+
+
+def test_python_symbols_are_not_fooled_by_lookalike_lines() -> None:
+    src = textwrap.dedent('''\
+        LIMIT = 5
+        TABLE = {
+            "a": 1,
+        }
+        if LIMIT == 3:
+            OTHER: int = 4
+        A, B = 1, 2
+        D[0] = 1
+        X += 1
+        log = make()
+
+
+        @decorate(
+            "long argument",
+        )
+        def f(
+            a,
+        ):
+            LOCAL = 3
+            return g(
+                a,
+            )
+        ''')
+    got = {s.name: (s.kind, s.start_line, s.end_line) for s in python_symbols(src)}
+    assert got == {"LIMIT": ("constant", 1, 1), "TABLE": ("constant", 2, 4), "OTHER": ("constant", 6, 6),
+                   "f": ("function", 13, 22)}
 
 
 def test_nested_symbols_kinds_and_decorators() -> None:
@@ -213,3 +264,71 @@ def test_a_function_cut_into_several_genes_is_one_pointer_named_for_it(helix: He
     spans = [(p["source_id"], p["start_line"], p["end_line"]) for p in found]
     assert len(spans) == len(set(spans)), f"one function, one pointer: {spans}"
     assert not any(p["kind"] is None and 1 < p["start_line"] <= end for p in found), found
+
+
+RETRY = textwrap.dedent('''\
+    """Fetching and uploading with retries."""
+    import time
+
+    MAX_RETRIES = 5
+    BACKOFF_SECONDS = 0.5
+
+
+    def fetch(session, url):
+        for attempt in range(MAX_RETRIES):
+            response = session.get(url)
+            if response.ok:
+                return response
+            time.sleep(BACKOFF_SECONDS * 2 ** attempt)
+        raise TimeoutError(f"{url}: no answer after {MAX_RETRIES} tries")
+
+
+    def upload(session, url, body):
+        for attempt in range(MAX_RETRIES):
+            if session.put(url, body).ok:
+                return
+            time.sleep(BACKOFF_SECONDS)
+        raise TimeoutError(f"{url}: not stored after {MAX_RETRIES} tries")
+    ''')
+
+
+@pytest.mark.parametrize("query", ["MAX_RETRIES", "where is MAX_RETRIES set?"])
+def test_a_constant_s_name_points_at_the_line_that_sets_it(helix: HelixContextManager, tmp_path: Path,
+                                                            query: str) -> None:
+    """Asked for a module constant, the first pointer is its assignment, not the functions that use it."""
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "retry.py").write_text(RETRY)
+    helix.ingest_path(tmp_path / "net")
+    top = helix.fingerprint(query, max_results=3)[0]
+    assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("MAX_RETRIES", "constant", 4, 4)
+
+
+def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, tmp_path: Path) -> None:
+    """Upgrading: opening an older genome marks its Python files for one re-parse (not its other files), and
+    the next ingest of the folder gives them their constants without re-embedding unchanged chunks."""
+    import sqlite3
+
+    from helix_context.genome.schema import SCHEMA_VERSION
+
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "retry.py").write_text(RETRY)
+    (tmp_path / "net" / "README.md").write_text("# net\n\nRetries for fetching and uploading.\n")
+    old = HelixContextManager(settings)
+    old.ingest_path(tmp_path / "net")
+    path = old.genome.path
+    old.close()
+    with sqlite3.connect(path) as conn:  # the genome as the version before constants left it
+        conn.execute("DELETE FROM symbols WHERE kind = 'constant'")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+
+    helix = HelixContextManager(settings)
+    try:
+        hashes = dict(helix.genome.conn.execute("SELECT path, content_hash FROM files").fetchall())
+        assert {Path(p).name: bool(h) for p, h in hashes.items()} == {"retry.py": False, "README.md": True}
+        report = helix.ingest_path(tmp_path / "net")
+        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        top = helix.fingerprint("MAX_RETRIES", max_results=3)[0]
+        assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 4)
+    finally:
+        helix.close()

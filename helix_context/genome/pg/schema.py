@@ -263,6 +263,13 @@ V_LIVE_PROJECTS = """
 CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 """
 
+# Python's constants become symbols: the next ingest re-parses Python files, as on SQLite (genome/schema.py:
+# V8_PY_CONSTANTS)
+V_PY_CONSTANTS = """
+UPDATE files SET content_hash = '', size = -1
+WHERE path LIKE '%.py' OR path LIKE '%.pyw' OR path LIKE '%.pyi' OR path LIKE '%.pyx';
+"""
+
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
-                               V_LIVE_PROJECTS)
+                               V_LIVE_PROJECTS, V_PY_CONSTANTS)
 SCHEMA_VERSION = len(MIGRATIONS)
