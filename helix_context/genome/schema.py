@@ -214,15 +214,16 @@ V7_LIVE_PROJECTS = """
 CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 """
 
-# symbols gain Python's constants (ingest/symbols.py): Python files ingested before this version are re-parsed
-# once by the next ingest of their folder or the watcher's recheck (no size matches -1, and no content the
-# empty hash: the file is read and parsed again; its unchanged chunks keep their vectors), so "where is
-# MAX_RETRIES set" finds the line in an existing genome too
-V8_PY_CONSTANTS = """
-UPDATE files SET content_hash = '', size = -1
-WHERE path LIKE '%.py' OR path LIKE '%.pyw' OR path LIKE '%.pyi' OR path LIKE '%.pyx';
-"""
+# symbols gain constants (Python, JS/TS, Go, Rust, Java, Ruby) and JS/TS functions bound to names (ingest/
+# symbols.py): files of those languages ingested before this version are re-parsed once by the next ingest of
+# their folder or a source's reconciling pass at start (no size matches -1, and no content the empty hash: the
+# file is read and parsed again; its unchanged chunks keep their vectors), so "where is MAX_RETRIES set" finds
+# the line in an existing genome too. The team genome's V_CONSTANTS is the same statement.
+REPARSED_FOR_CONSTANTS = ("py", "pyw", "pyi", "pyx", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rs",
+                          "java", "rb", "rake", "gemspec")
+V8_CONSTANTS = ("UPDATE files SET content_hash = '', size = -1 WHERE "
+                + " OR ".join(f"path LIKE '%.{suffix}'" for suffix in REPARSED_FOR_CONSTANTS) + ";")
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
-                               V7_LIVE_PROJECTS, V8_PY_CONSTANTS)
+                               V7_LIVE_PROJECTS, V8_CONSTANTS)
 SCHEMA_VERSION = len(MIGRATIONS)

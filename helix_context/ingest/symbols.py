@@ -9,8 +9,10 @@ stores it.
 Python's constants are the capitalised names a module assigns (``MAX_SYMBOLS =
 5000``, ``SpanKey = tuple[int, int]``) and the capitals a class assigns
 (``Color.RED``): "where is MAX_SYMBOLS set" used to land on whatever used the
-name, never on the line that sets it. Python uses the same string scan as the
-chunker (py_layout) plus indentation —
+name, never on the line that sets it. Other languages' constants are their `const`
+and `static` declarations and capitalised top-level `const`s (`_bound`), and a JS/TS
+function bound to a name (`const fetchUser = async (id) => ...`) is a function.
+Python uses the same string scan as the chunker (py_layout) plus indentation —
 no ``ast`` (too slow for the ingest budget, and it needs valid syntax). C reads
 the declarations of its parse tree (functions, prototypes, function-like macros,
 structs, unions, enums, typedefs of them) and never walks a function's body:
@@ -118,6 +120,65 @@ _FUNC_LIKE = re.compile(r"function|method|constructor|destructor|func_literal|op
 _SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|string|parameter|type_")
 
 
+# a name bound to a function (`const fetchUser = async (id) => ...`, `handle = () => ...` in a class) is that function
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function",
+                              "generator_function_expression"})
+# declarations that bind a constant whatever its name's case
+_CONSTANT_ITEMS = frozenset({"const_spec", "const_item", "static_item"})  # Go; Rust
+_DECLARATION_STATEMENTS = frozenset({"lexical_declaration", "variable_declaration", "field_declaration"})
+_TOP = frozenset({"program", "source_file", "module", "export_statement", "class_body", "body_statement",
+                  "declaration_list"})
+
+
+def _at_top(statement: Any) -> bool:
+    """Whether a statement is one of a module's or a class's own (not inside a function's body)."""
+    parent = statement.parent
+    if parent is None or parent.type not in _TOP:
+        return False
+    if parent.type in ("body_statement", "declaration_list"):  # Ruby's and Rust's bodies: a class's or a module's
+        return parent.parent is not None and parent.parent.type in ("class", "module", "impl_item", "trait_item",
+                                                                    "mod_item")
+    return True
+
+
+_BINDINGS = _CONSTANT_ITEMS | {"assignment", "variable_declarator", "public_field_definition", "field_definition"}
+
+
+def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, Any] | None:
+    """(kind, name, the node whose lines are its span) for a name a declaration binds to a function or a
+    constant; None for anything else. Constants: Go's `const`, Rust's `const`/`static`, and, at the top of a
+    module or class, a capitalised `const` (JS/TS), `static final` field (Java), `static` field (JS/TS) or
+    constant assignment (Ruby). `kind`: the node's type, one of _BINDINGS."""
+    if kind in _CONSTANT_ITEMS:  # a Go spec's statement is its `const (...)` block; a function's own are left out
+        name = node.child_by_field_name("name")
+        statement = node.parent if kind == "const_spec" else node
+        if name is not None and statement is not None and _at_top(statement):
+            return "constant", node_text(name, src), node
+        return None
+    if kind == "assignment":  # Ruby: `LIMIT = 3` in a module or class body
+        left = node.child_by_field_name("left")
+        if left is not None and left.type == "constant" and _at_top(node):
+            return "constant", node_text(left, src), node
+        return None
+    name = node.child_by_field_name("name") or node.child_by_field_name("property")
+    value = node.child_by_field_name("value")
+    if name is None or name.type not in ("identifier", "property_identifier"):
+        return None
+    text = node_text(name, src)
+    statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
+    if statement.parent is not None and statement.parent.type == "export_statement":
+        statement = statement.parent
+    if value is not None and value.type in _FUNCTION_VALUES:
+        return ("method" if in_class else "function"), text, statement
+    top = _at_top(statement)
+    head = node_text(statement, src)[:80]
+    fixed = (statement.type == "lexical_declaration" or "const " in head.split("=", 1)[0]
+             or ("static" in head.split("=", 1)[0] and (statement.type != "field_declaration" or "final" in head)))
+    if top and fixed and _UPPER.fullmatch(text):
+        return "constant", text, statement
+    return None
+
+
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     parser = parser_for(language)
     if parser is None:
@@ -137,6 +198,14 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if len(out) >= MAX_SYMBOLS or depth > 40:
                 return
             kind_name = child.type
+            bound = _bound(child, kind_name, src, in_class) if kind_name in _BINDINGS else None
+            if bound is not None:
+                bound_kind, bound_name, span = bound
+                if bound_name and len(bound_name) <= 120:
+                    out.append(Symbol(prefix + bound_name, bound_kind, span.start_point[0] + 1, _end_row(span) + 1))
+                if bound_kind == "constant":  # an object literal's methods are still symbols of their own
+                    visit(child, prefix, in_class, depth + 1)
+                continue
             if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
                 continue
             kind = None

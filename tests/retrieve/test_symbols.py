@@ -304,8 +304,8 @@ def test_a_constant_s_name_points_at_the_line_that_sets_it(helix: HelixContextMa
 
 
 def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, tmp_path: Path) -> None:
-    """Upgrading: opening an older genome marks its Python files for one re-parse (not its other files), and
-    the next ingest of the folder gives them their constants without re-embedding unchanged chunks."""
+    """Upgrading: opening an older genome marks its files of languages with constants for one re-parse (not its
+    other files), and the next ingest of the folder gives them their constants without new genes."""
     import sqlite3
 
     from helix_context.genome.schema import SCHEMA_VERSION
@@ -313,6 +313,7 @@ def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, t
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "retry.py").write_text(RETRY)
     (tmp_path / "net" / "README.md").write_text("# net\n\nRetries for fetching and uploading.\n")
+    (tmp_path / "net" / "ports.go").write_text("package net\n\nconst DefaultPort = 8080\n")
     old = HelixContextManager(settings)
     old.ingest_path(tmp_path / "net")
     path = old.genome.path
@@ -325,10 +326,58 @@ def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, t
     helix = HelixContextManager(settings)
     try:
         hashes = dict(helix.genome.conn.execute("SELECT path, content_hash FROM files").fetchall())
-        assert {Path(p).name: bool(h) for p, h in hashes.items()} == {"retry.py": False, "README.md": True}
+        assert {Path(p).name: bool(h) for p, h in hashes.items()} == {"retry.py": False, "ports.go": False,
+                                                                       "README.md": True}
         report = helix.ingest_path(tmp_path / "net")
-        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        assert report.files_ingested == 2 and report.files_unchanged == 1 and report.genes_added == 0
         top = helix.fingerprint("MAX_RETRIES", max_results=3)[0]
         assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 4)
     finally:
         helix.close()
+
+
+DECLARED = {
+    "typescript": ('export const MAX_RETRIES = 5;\nconst config = { retries: 1 };\n'
+                   'export const fetchUser = async (id: string): Promise<string> => {\n  return get(id);\n};\n'
+                   'let Counter = 0;\nclass Cart {\n  static LIMIT = 3;\n  total = 0;\n'
+                   '  handle = () => { this.total += 1; };\n}\nfunction outer() { const LOCAL_MAX = 3; return LOCAL_MAX; }\n',
+                   {"MAX_RETRIES": ("constant", 1, 1), "fetchUser": ("function", 3, 5), "Cart": ("class", 7, 11),
+                    "Cart.LIMIT": ("constant", 8, 8), "Cart.handle": ("method", 10, 10), "outer": ("function", 12, 12)}),
+    "go": ("package main\n\nconst MaxRetries = 5\n\nconst (\n\tA = 1\n\tB = 2\n)\n\nvar x = 3\n\n"
+           "func f() int {\n\tconst local = 1\n\treturn local\n}\n",
+           {"MaxRetries": ("constant", 3, 3), "A": ("constant", 6, 6), "B": ("constant", 7, 7),
+            "f": ("function", 12, 15)}),
+    "rust": ('const MAX: u32 = 5;\nstatic NAME: &str = "x";\nfn f() -> u8 {\n    const IN: u8 = 1;\n    IN\n}\n',
+             {"MAX": ("constant", 1, 1), "NAME": ("constant", 2, 2), "f": ("function", 3, 6)}),
+    "java": ("class A {\n  public static final int MAX = 5;\n  static int count = 0;\n  private int y = 2;\n"
+             "  void f() { final int LOCAL = 1; }\n}\n",
+             {"A": ("class", 1, 6), "A.MAX": ("constant", 2, 2), "A.f": ("method", 5, 5)}),
+    "ruby": ("MAX = 5\nclass A\n  LIMIT = 3\n  def f\n    1\n  end\nend\n",
+             {"MAX": ("constant", 1, 1), "A": ("class", 2, 7), "A.LIMIT": ("constant", 3, 3), "A.f": ("method", 4, 6)}),
+}
+
+
+@pytest.mark.parametrize("language", sorted(DECLARED))
+def test_tree_sitter_languages_name_their_constants_and_functions_bound_to_names(language: str) -> None:
+    """A function bound to a name (`const fetchUser = async () => ...`) is a function; a module's or class's
+    constants are constants (Go and Rust `const`, capitalised JS/TS `const`, Java `static final`, Ruby's); a
+    function's own locals, `let` and mutable fields are neither."""
+    source, want = DECLARED[language]
+    got = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(source, "code", language)}
+    if not got:
+        pytest.skip(f"no tree-sitter grammar for {language} in this install")
+    assert got == want
+
+
+def test_a_typescript_function_bound_to_a_name_and_a_constant_are_pointed_at(helix: HelixContextManager,
+                                                                             tmp_path: Path) -> None:
+    source = DECLARED["typescript"][0]
+    if not find_symbols(source, "code", "typescript"):
+        pytest.skip("no tree-sitter grammar for typescript in this install")
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "users.ts").write_text(source)
+    helix.ingest_path(tmp_path / "web")
+    top = helix.fingerprint("fetchUser", max_results=3)[0]
+    assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("fetchUser", "function", 3, 5)
+    top = helix.fingerprint("MAX_RETRIES", max_results=3)[0]
+    assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 1)

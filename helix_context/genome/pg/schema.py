@@ -11,6 +11,8 @@ Per-person state (sessions, their chat buffer, co-activation, activity) carries 
 
 from __future__ import annotations
 
+from helix_context.genome.schema import V8_CONSTANTS
+
 MIGRATE_LOCK = 0x48454C4958  # "HELIX": the advisory lock key that serialises migrations
 
 V1 = """
@@ -263,13 +265,9 @@ V_LIVE_PROJECTS = """
 CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 """
 
-# Python's constants become symbols: the next ingest re-parses Python files, as on SQLite (genome/schema.py:
-# V8_PY_CONSTANTS)
-V_PY_CONSTANTS = """
-UPDATE files SET content_hash = '', size = -1
-WHERE path LIKE '%.py' OR path LIKE '%.pyw' OR path LIKE '%.pyi' OR path LIKE '%.pyx';
-"""
+# constants become symbols: the next ingest re-parses those languages' files, as on SQLite
+V_CONSTANTS = V8_CONSTANTS
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
-                               V_LIVE_PROJECTS, V_PY_CONSTANTS)
+                               V_LIVE_PROJECTS, V_CONSTANTS)
 SCHEMA_VERSION = len(MIGRATIONS)

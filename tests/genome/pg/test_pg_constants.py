@@ -1,4 +1,4 @@
-"""Python's constants on a team genome (schema V_PY_CONSTANTS): one indexed by an older Helix re-parses its
+"""Python's constants on a team genome (schema V_CONSTANTS): one indexed by an older Helix re-parses its
 Python files on the next ingest, and a question naming a constant then points at the line that sets it."""
 
 from __future__ import annotations
