@@ -170,11 +170,9 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
         statement = statement.parent
     if value is not None and value.type in _FUNCTION_VALUES:
         return ("method" if in_class else "function"), text, statement
-    top = _at_top(statement)
-    head = node_text(statement, src)[:80]
-    fixed = (statement.type == "lexical_declaration" or "const " in head.split("=", 1)[0]
-             or ("static" in head.split("=", 1)[0] and (statement.type != "field_declaration" or "final" in head)))
-    if top and fixed and _UPPER.fullmatch(text):
+    words = node_text(statement, src)[:120].split("=", 1)[0].split()  # `export const`, `public static final int`
+    fixed = "const" in words or ("static" in words and (statement.type != "field_declaration" or "final" in words))
+    if fixed and _UPPER.fullmatch(text) and _at_top(statement):
         return "constant", text, statement
     return None
 

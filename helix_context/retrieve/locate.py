@@ -207,8 +207,9 @@ def _continued(genome: GenomeStore, genes: Sequence[Gene], by_gene: Mapping[int,
     a second place in the answer for one function; named for the function they belong to, the two
     become one pointer at it (`score_pointers` keeps the better), scored as before by its own lines.
     Classes are left out: a class's body between its methods is better shown as those lines than as
-    the whole class; so are constants (a long literal's rest is data, not a function). Measured (bench_code_retrieval.py strict MRR@10, both models, no question lost):
-    MiniLM 0.612 → 0.620, code-minilm 0.634 → 0.636.
+    the whole class; so are constants (a long literal's rest is data, not a function). Measured
+    (bench_code_retrieval.py strict MRR@10, both models, no question lost): MiniLM 0.612 → 0.620,
+    code-minilm 0.634 → 0.636.
     """
     out: dict[int, SymbolRow] = {}
     by_path: dict[str, list[SymbolRow]] = {}

@@ -339,7 +339,7 @@ def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, t
 DECLARED = {
     "typescript": ('export const MAX_RETRIES = 5;\nconst config = { retries: 1 };\n'
                    'export const fetchUser = async (id: string): Promise<string> => {\n  return get(id);\n};\n'
-                   'let Counter = 0;\nclass Cart {\n  static LIMIT = 3;\n  total = 0;\n'
+                   'let COUNTER = 0;\nclass Cart {\n  static LIMIT = 3;\n  total = 0;\n'
                    '  handle = () => { this.total += 1; };\n}\nfunction outer() { const LOCAL_MAX = 3; return LOCAL_MAX; }\n',
                    {"MAX_RETRIES": ("constant", 1, 1), "fetchUser": ("function", 3, 5), "Cart": ("class", 7, 11),
                     "Cart.LIMIT": ("constant", 8, 8), "Cart.handle": ("method", 10, 10), "outer": ("function", 12, 12)}),
