@@ -62,6 +62,9 @@ def python_symbols(text: str) -> list[Symbol]:
     last_code = -1  # last significant line seen
     decorator_start: int | None = None
     decorator_indent = -1
+    # indent of the last statement that opened no block: lines deeper than it continue it (a call's keyword
+    # arguments, a literal's items), so their `NAME=` is no assignment; -1 after a line ending in `:`
+    statement_indent = -1
     for i, line in enumerate(lines):
         if mask[i]:
             last_code = i  # the rest of a multi-line string belongs to the statement above
@@ -69,6 +72,8 @@ def python_symbols(text: str) -> list[Symbol]:
         stripped = line.lstrip(" \t")
         if stripped and stripped[0] in ")]}":
             last_code = i  # the closing line of a call or literal ends the statement it closes
+            if _opens_block(stripped):  # `):` closing a multi-line signature: its body follows
+                statement_indent = -1
             continue
         if not stripped or stripped[0] == "#" or stripped.startswith(("\r", "\f")):
             continue
@@ -93,7 +98,8 @@ def python_symbols(text: str) -> list[Symbol]:
             if len(out) < MAX_SYMBOLS:
                 out.append(Symbol(qual, kind, start + 1, i + 1))
                 stack.append([ind, qual, kind, start, len(out) - 1])
-        elif m is None and (not stack or stack[-1][2] == "class") and len(out) < MAX_SYMBOLS:
+        elif (m is None and not 0 <= statement_indent < ind and (not stack or stack[-1][2] == "class")
+              and len(out) < MAX_SYMBOLS):
             a = _PY_ASSIGN.match(line)
             if a is not None:
                 name = a.group(1)
@@ -104,9 +110,18 @@ def python_symbols(text: str) -> list[Symbol]:
                     stack.append([ind, qual, kind, i, len(out) - 1])  # closed like a scope: its value's lines
         decorator_start = None
         last_code = i
+        if not 0 <= statement_indent < ind:  # a statement of its own (not a continued line)
+            statement_indent = -1 if _opens_block(stripped) else ind
     while stack:
         _close(stack.pop(), last_code, out)
     return out
+
+
+def _opens_block(code: str) -> bool:
+    """Whether a line ends in `:` (before a comment on a line without quotes, which could hold a `#`)."""
+    if "#" in code and "'" not in code and '"' not in code:
+        code = code.split("#", 1)[0]
+    return code.rstrip().endswith(":")
 
 
 def _close(scope: list[Any], last_code: int, out: list[Symbol]) -> None:

@@ -114,6 +114,13 @@ def test_python_symbols_are_not_fooled_by_lookalike_lines() -> None:
         D[0] = 1
         X += 1
         log = make()
+        configure(
+            LEVEL=3,
+            FORMAT="%(message)s",
+        )
+        handlers = dict(  # keyword arguments in capitals
+            STDERR=1,
+        )
 
 
         @decorate(
@@ -129,7 +136,7 @@ def test_python_symbols_are_not_fooled_by_lookalike_lines() -> None:
         ''')
     got = {s.name: (s.kind, s.start_line, s.end_line) for s in python_symbols(src)}
     assert got == {"LIMIT": ("constant", 1, 1), "TABLE": ("constant", 2, 4), "OTHER": ("constant", 6, 6),
-                   "f": ("function", 13, 22)}
+                   "f": ("function", 20, 29)}
 
 
 def test_nested_symbols_kinds_and_decorators() -> None:
