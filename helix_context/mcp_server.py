@@ -420,7 +420,7 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
         "object per line: first confidence (and known_empty=true when nothing relevant is indexed: do not act "
         "on the items), then per trust verdict (verified / stale_risk / needs_refresh, from freshness, "
         "authority, a live check that the file still matches what was indexed, and relevance) a line with its "
-        "reason, then that group's items by file: the function, method or class that matched (gene_id, "
+        "reason, then that group's items by file: the function, method, class or constant that matched (gene_id, "
         "symbol, kind, lines, relevance, live_truth, preview); last, refresh targets. task_type is one of plan, explain, review, edit, debug, ops, quote (stricter tasks "
         "need fresher, more relevant evidence). Read the verified files directly; re-read stale ones before "
         "relying on them."))
