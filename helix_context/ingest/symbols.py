@@ -78,6 +78,7 @@ def python_symbols(text: str) -> list[Symbol]:
         if not stripped or stripped[0] == "#" or stripped.startswith(("\r", "\f")):
             continue
         ind = _indent(line)
+        continued = 0 <= statement_indent < ind
         if decorator_start is not None and ind > decorator_indent:
             last_code = i  # a decorator's arguments continued on more lines
             continue
@@ -98,19 +99,16 @@ def python_symbols(text: str) -> list[Symbol]:
             if len(out) < MAX_SYMBOLS:
                 out.append(Symbol(qual, kind, start + 1, i + 1))
                 stack.append([ind, qual, kind, start, len(out) - 1])
-        elif (m is None and not 0 <= statement_indent < ind and (not stack or stack[-1][2] == "class")
-              and len(out) < MAX_SYMBOLS):
+        elif m is None and not continued and (not stack or stack[-1][2] == "class") and len(out) < MAX_SYMBOLS:
             a = _PY_ASSIGN.match(line)
-            if a is not None:
-                name = a.group(1)
-                kind = "constant" if not stack or _UPPER.fullmatch(name) else ""
-                if kind:  # in a class body only capitals: `Meta = ...` there is rarely what a question names
-                    qual = f"{stack[-1][1]}.{name}" if stack else name
-                    out.append(Symbol(qual, kind, i + 1, i + 1))
-                    stack.append([ind, qual, kind, i, len(out) - 1])  # closed like a scope: its value's lines
+            # in a class body only capitals: `Meta = ...` there is rarely what a question names
+            if a is not None and (not stack or _UPPER.fullmatch(a.group(1))):
+                qual = f"{stack[-1][1]}.{a.group(1)}" if stack else a.group(1)
+                out.append(Symbol(qual, "constant", i + 1, i + 1))
+                stack.append([ind, qual, "constant", i, len(out) - 1])  # closed like a scope: its value's lines
         decorator_start = None
         last_code = i
-        if not 0 <= statement_indent < ind:  # a statement of its own (not a continued line)
+        if not continued:  # a statement of its own
             statement_indent = -1 if _opens_block(stripped) else ind
     while stack:
         _close(stack.pop(), last_code, out)
