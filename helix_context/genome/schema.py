@@ -221,9 +221,22 @@ CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 # the line in an existing genome too. The team genome's V_CONSTANTS is the same statement.
 REPARSED_FOR_CONSTANTS = ("py", "pyw", "pyi", "pyx", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rs",
                           "java", "rb", "rake", "gemspec")
-V8_CONSTANTS = ("UPDATE files SET content_hash = '', size = -1 WHERE "
-                + " OR ".join(f"path LIKE '%.{suffix}'" for suffix in REPARSED_FOR_CONSTANTS) + ";")
+
+
+def reparse_files(suffixes: tuple[str, ...]) -> str:
+    """The statement that has the next ingest read and parse again the indexed files with these suffixes."""
+    return ("UPDATE files SET content_hash = '', size = -1 WHERE "
+            + " OR ".join(f"path LIKE '%.{suffix}'" for suffix in suffixes) + ";")
+
+
+V8_CONSTANTS = reparse_files(REPARSED_FOR_CONSTANTS)
+
+# JS/TS functions a module assigns to a property (`exports.handler = async (event) => ...`,
+# `Cart.prototype.add = function (item) {...}`; ingest/symbols.py `_assigned`) become symbols: those files are
+# re-parsed once more, as for V8. The team genome's V_ASSIGNED_FUNCTIONS is the same statement.
+REPARSED_FOR_ASSIGNED_FUNCTIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx")
+V9_ASSIGNED_FUNCTIONS = reparse_files(REPARSED_FOR_ASSIGNED_FUNCTIONS)
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
-                               V7_LIVE_PROJECTS, V8_CONSTANTS)
+                               V7_LIVE_PROJECTS, V8_CONSTANTS, V9_ASSIGNED_FUNCTIONS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,7 +11,10 @@ Python's constants are the capitalised names a module assigns (``MAX_SYMBOLS =
 (``Color.RED``): "where is MAX_SYMBOLS set" used to land on whatever used the
 name, never on the line that sets it. Other languages' constants are their `const`
 and `static` declarations and capitalised top-level `const`s (`_bound`), and a JS/TS
-function bound to a name (`const fetchUser = async (id) => ...`) is a function.
+function bound to a name (`const fetchUser = async (id) => ...`) is a function, as is one
+a module assigns to a property (`exports.handler = async (event) => ...`,
+`Cart.prototype.add = function (item) {...}`: CommonJS modules and classes written
+before `class`; `_assigned`).
 Python uses the same string scan as the chunker (py_layout) plus indentation —
 no ``ast`` (too slow for the ingest budget, and it needs valid syntax). C reads
 the declarations of its parse tree (functions, prototypes, function-like macros,
@@ -190,6 +193,42 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
     return None
 
 
+_JS_FAMILY = frozenset({"javascript", "typescript", "tsx"})
+_MEMBER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_EXPORTS = ("module", "exports")
+
+
+def _assigned(statement: Any, src: bytes) -> tuple[str, str] | None:
+    """(kind, name) for a module's top-level `a.b = function ...` (JS/TS); None for any other statement.
+
+    `exports.handler = ...` and `module.exports.parse = ...` define `handler` and `parse`;
+    `Cart.prototype.add = ...` is the method `Cart.add`, and `Cart.create = ...` the method `Cart.create`;
+    `module.exports = function parse() {}` defines `parse` (its own name; an anonymous one, nothing).
+    Only names written out (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for)."""
+    if statement.parent is None or statement.parent.type != "program" or statement.named_child_count != 1:
+        return None
+    assignment = statement.named_children[0]
+    if assignment.type != "assignment_expression":
+        return None
+    left, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    if left is None or value is None or value.type not in _FUNCTION_VALUES or left.type != "member_expression":
+        return None
+    chain = node_text(left, src)
+    if not _MEMBER_CHAIN.fullmatch(chain):
+        return None
+    parts = chain.split(".")
+    while parts and parts[0] in _EXPORTS:
+        parts.pop(0)
+    if not parts:  # `module.exports = function parse() {}`
+        own = value.child_by_field_name("name")
+        return ("function", node_text(own, src)) if own is not None else None
+    if parts[0] == "this":
+        return None
+    method = len(parts) > 1
+    parts = [p for p in parts if p != "prototype"]
+    return ("method" if method else "function"), ".".join(parts)
+
+
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     parser = parser_for(language)
     if parser is None:
@@ -203,6 +242,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     if language == "c":
         return c_symbols(tree.root_node, src)
     out: list[Symbol] = []
+    js = language in _JS_FAMILY
 
     def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
         for child in node.named_children:
@@ -216,6 +256,10 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     out.append(Symbol(prefix + bound_name, bound_kind, span.start_point[0] + 1, _end_row(span) + 1))
                 if bound_kind == "constant":  # an object literal's methods are still symbols of their own
                     visit(child, prefix, in_class, depth + 1)
+                continue
+            assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
+            if assigned is not None and len(assigned[1]) <= 120:
+                out.append(Symbol(assigned[1], assigned[0], child.start_point[0] + 1, _end_row(child) + 1))
                 continue
             if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
                 continue

@@ -310,27 +310,34 @@ def test_a_constant_s_name_points_at_the_line_that_sets_it(helix: HelixContextMa
     assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("MAX_RETRIES", "constant", 4, 4)
 
 
+def _older_genome(settings, folder: Path, migration: str, undo: str) -> HelixContextManager:
+    """`folder` indexed, then the genome left as the version before `migration` left it (`undo` takes back
+    what that version found): an older Helix's genome, opened again by this one."""
+    import sqlite3
+
+    from helix_context.genome.schema import MIGRATIONS
+
+    old = HelixContextManager(settings)
+    old.ingest_path(folder)
+    path = old.genome.path
+    old.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(undo)
+        conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(migration)}")
+    conn.close()
+    return HelixContextManager(settings)
+
+
 def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, tmp_path: Path) -> None:
     """Upgrading: opening an older genome marks its files of languages with constants for one re-parse (not its
     other files), and the next ingest of the folder gives them their constants without new genes."""
-    import sqlite3
-
-    from helix_context.genome.schema import SCHEMA_VERSION
+    from helix_context.genome.schema import V8_CONSTANTS
 
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "retry.py").write_text(RETRY)
     (tmp_path / "net" / "README.md").write_text("# net\n\nRetries for fetching and uploading.\n")
     (tmp_path / "net" / "ports.go").write_text("package net\n\nconst DefaultPort = 8080\n")
-    old = HelixContextManager(settings)
-    old.ingest_path(tmp_path / "net")
-    path = old.genome.path
-    old.close()
-    with sqlite3.connect(path) as conn:  # the genome as the version before constants left it
-        conn.execute("DELETE FROM symbols WHERE kind = 'constant'")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
-    conn.close()
-
-    helix = HelixContextManager(settings)
+    helix = _older_genome(settings, tmp_path / "net", V8_CONSTANTS, "DELETE FROM symbols WHERE kind = 'constant'")
     try:
         hashes = dict(helix.genome.conn.execute("SELECT path, content_hash FROM files").fetchall())
         assert {Path(p).name: bool(h) for p, h in hashes.items()} == {"retry.py": False, "ports.go": False,
@@ -341,7 +348,6 @@ def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, t
         assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 4)
     finally:
         helix.close()
-
 
 DECLARED = {
     "typescript": ('export const MAX_RETRIES = 5;\nconst config = { retries: 1 };\n'
@@ -359,6 +365,14 @@ DECLARED = {
     "java": ("class A {\n  public static final int MAX = 5;\n  static int count = 0;\n  private int y = 2;\n"
              "  void f() { final int LOCAL = 1; }\n}\n",
              {"A": ("class", 1, 6), "A.MAX": ("constant", 2, 2), "A.f": ("method", 5, 5)}),
+    # CommonJS: functions a module assigns to `exports` and to a constructor's prototype
+    "javascript": ("exports.handler = async (event) => {\n  return respond(event);\n};\n"
+                   "module.exports.parse = function (text) { return text; };\n"
+                   "function Cart() { this.items = []; this.total = function () {}; }\n"
+                   "Cart.prototype.add = function (item) {\n  this.items.push(item);\n};\n"
+                   "Cart.create = () => new Cart();\nhandlers[name] = function () {};\nCart.LIMIT = 5;\n",
+                   {"handler": ("function", 1, 3), "parse": ("function", 4, 4), "Cart": ("function", 5, 5),
+                    "Cart.add": ("method", 6, 8), "Cart.create": ("method", 9, 9)}),
     "ruby": ("MAX = 5\nclass A\n  LIMIT = 3\n  def f\n    1\n  end\nend\n",
              {"MAX": ("constant", 1, 1), "A": ("class", 2, 7), "A.LIMIT": ("constant", 3, 3), "A.f": ("method", 4, 6)}),
 }
@@ -366,9 +380,10 @@ DECLARED = {
 
 @pytest.mark.parametrize("language", sorted(DECLARED))
 def test_tree_sitter_languages_name_their_constants_and_functions_bound_to_names(language: str) -> None:
-    """A function bound to a name (`const fetchUser = async () => ...`) is a function; a module's or class's
+    """A function bound to a name (`const fetchUser = async () => ...`) or assigned to a property at a module's
+    top (`exports.handler = ...`, `Cart.prototype.add = ...`) is a function or method; a module's or class's
     constants are constants (Go and Rust `const`, capitalised JS/TS `const`, Java `static final`, Ruby's); a
-    function's own locals, `let` and mutable fields are neither."""
+    function's own locals, `let`, mutable fields and a computed property (`handlers[name] = ...`) are neither."""
     source, want = DECLARED[language]
     got = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(source, "code", language)}
     if not got:
@@ -388,3 +403,29 @@ def test_a_typescript_function_bound_to_a_name_and_a_constant_are_pointed_at(hel
     assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("fetchUser", "function", 3, 5)
     top = helix.fingerprint("MAX_RETRIES", max_results=3)[0]
     assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 1)
+
+
+def test_an_older_genome_gets_the_functions_its_javascript_assigns_on_its_next_ingest(settings, tmp_path: Path) -> None:
+    """Upgrading: a genome indexed before assigned functions were symbols marks its JS/TS files (only those) for
+    one re-parse; the next ingest gives `exports.handler` its pointer without new genes."""
+    from helix_context.genome.schema import V9_ASSIGNED_FUNCTIONS
+
+    source = DECLARED["javascript"][0]
+    if not find_symbols(source, "code", "javascript"):
+        pytest.skip("no tree-sitter grammar for javascript in this install")
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "lambda.js").write_text(source)
+    (tmp_path / "api" / "retry.py").write_text(RETRY)
+    helix = _older_genome(settings, tmp_path / "api", V9_ASSIGNED_FUNCTIONS,
+                          "DELETE FROM symbols WHERE path LIKE '%.js' AND name <> 'Cart'")
+    try:
+        sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
+        assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"lambda.js": True, "retry.py": False}
+        report = helix.ingest_path(tmp_path / "api")
+        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        top = helix.fingerprint("where is the lambda handler", max_results=3)[0]
+        assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("handler", "function", 1, 3)
+        top = helix.fingerprint("Cart.add", max_results=3)[0]
+        assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("Cart.add", "method", 6, 8)
+    finally:
+        helix.close()

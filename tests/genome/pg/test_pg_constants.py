@@ -1,11 +1,13 @@
-"""Python's constants on a team genome (schema V_CONSTANTS): one indexed by an older Helix re-parses its
-Python files on the next ingest, and a question naming a constant then points at the line that sets it."""
+"""Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS) and
+JavaScript's functions assigned to a property (V_ASSIGNED_FUNCTIONS). A genome indexed before re-parses those
+files on the next ingest, and a question naming the symbol then points at its lines."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
@@ -16,21 +18,34 @@ _SOURCE = "MAX_RETRIES = 5\n\n\ndef fetch(get, url):\n    for _ in range(MAX_RET
           "            return True\n    return False\n"
 
 
-def test_an_older_team_genome_gets_its_constants_on_the_next_ingest(settings: Settings, pg_url: str,
-                                                                     tmp_path: Path) -> None:
+_JS = "exports.handler = async (event) => {\n  return respond(event);\n};\n"
+
+# schema version an older Helix left, its files, the file it marks for a re-parse, the question, the pointer wanted
+UPGRADES = {
+    "constants": (6, {"retry.py": _SOURCE, "NOTES.md": "# notes\n\nFetching retries a few times.\n"}, "retry.py",
+                  "MAX_RETRIES", ("MAX_RETRIES", "constant", 1, 1)),
+    "assigned-functions": (7, {"lambda.js": _JS, "retry.py": _SOURCE}, "lambda.js",
+                           "handler", ("handler", "function", 1, 3)),
+}
+
+
+@pytest.mark.parametrize("upgrade", sorted(UPGRADES))
+def test_an_older_team_genome_gets_its_new_symbols_on_the_next_ingest(settings: Settings, pg_url: str,
+                                                                       tmp_path: Path, upgrade: str) -> None:
+    version, files, marked, question, want = UPGRADES[upgrade]
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "retry.py").write_text(_SOURCE)
-    (tree / "NOTES.md").write_text("# notes\n\nFetching retries a few times.\n")
-    chosen = older_team_genome(settings, pg_url, tree, 6)
+    for name, text in files.items():
+        (tree / name).write_text(text)
+    chosen = older_team_genome(settings, pg_url, tree, version)
     helix = HelixContextManager(chosen)
     try:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             sizes = {Path(p).name: size for p, size in conn.execute("SELECT path, size FROM files")}
-        assert sizes["retry.py"] == -1 and sizes["NOTES.md"] > 0, "only Python files are marked for a re-parse"
+        assert {name: size == -1 for name, size in sizes.items()} == {name: name == marked for name in files}
         report = helix.ingest_path(tree)
         assert report.files_ingested == 1 and report.genes_added == 0
-        top = helix.fingerprint("MAX_RETRIES", max_results=2)[0]
-        assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("MAX_RETRIES", "constant", 1, 1)
+        top = helix.fingerprint(question, max_results=2)[0]
+        assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == want
     finally:
         helix.close()
