@@ -11,10 +11,11 @@ Python's constants are the capitalised names a module assigns (``MAX_SYMBOLS =
 (``Color.RED``): "where is MAX_SYMBOLS set" used to land on whatever used the
 name, never on the line that sets it. Other languages' constants are their `const`
 and `static` declarations and capitalised top-level `const`s (`_bound`), and a JS/TS
-function bound to a name (`const fetchUser = async (id) => ...`) is a function, as is one
-a module assigns to a property (`exports.handler = async (event) => ...`,
-`Cart.prototype.add = function (item) {...}`: CommonJS modules and classes written
-before `class`; `_assigned`).
+function bound to a name (`const fetchUser = async (id) => ...`, `format: (x) => ...` in an
+object) is a function, as is one a module assigns to a property (`exports.handler = async
+(event) => ...`, `Cart.prototype.add = function (item) {...}`: CommonJS modules and classes
+written before `class`; `_assigned`), and a class or object a module exports that way has
+its methods found.
 Python uses the same string scan as the chunker (py_layout) plus indentation —
 no ``ast`` (too slow for the ingest budget, and it needs valid syntax). C reads
 the declarations of its parse tree (functions, prototypes, function-like macros,
@@ -157,7 +158,8 @@ def _at_top(statement: Any) -> bool:
     return True
 
 
-_BINDINGS = _CONSTANT_ITEMS | {"assignment", "variable_declarator", "public_field_definition", "field_definition"}
+_BINDINGS = _CONSTANT_ITEMS | {"assignment", "variable_declarator", "public_field_definition", "field_definition",
+                                "pair"}
 
 
 def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, Any] | None:
@@ -176,7 +178,8 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
         if left is not None and left.type == "constant" and _at_top(node):
             return "constant", node_text(left, src), node
         return None
-    name = node.child_by_field_name("name") or node.child_by_field_name("property")
+    # a declarator's or field's name; an object literal's key (`format: function (x) {...}`)
+    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
     value = node.child_by_field_name("value")
     if name is None or name.type not in ("identifier", "property_identifier"):
         return None
@@ -198,20 +201,25 @@ _MEMBER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 _EXPORTS = ("module", "exports")
 
 
-def _assigned(statement: Any, src: bytes) -> tuple[str, str] | None:
-    """(kind, name) for a module's top-level `a.b = function ...` (JS/TS); None for any other statement.
+def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
+    """(kind, name, value) for a module's top-level `a.b = <function, class or object>` (JS/TS); None otherwise.
 
     `exports.handler = ...` and `module.exports.parse = ...` define `handler` and `parse`;
     `Cart.prototype.add = ...` is the method `Cart.add`, and `Cart.create = ...` the method `Cart.create`;
-    `module.exports = function parse() {}` defines `parse` (its own name; an anonymous one, nothing).
-    Only names written out (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for)."""
+    `module.exports = function parse() {}` (or `class Cart ...`) defines it by its own name. A class's
+    methods, and an exported object's (`module.exports = { parse(text) {...} }`), are the caller's to
+    visit: name "" is no symbol of its own (an anonymous value, an object). Only names written out
+    (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for)."""
     if statement.parent is None or statement.parent.type != "program" or statement.named_child_count != 1:
         return None
     assignment = statement.named_children[0]
     if assignment.type != "assignment_expression":
         return None
     left, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
-    if left is None or value is None or value.type not in _FUNCTION_VALUES or left.type != "member_expression":
+    if left is None or value is None or left.type != "member_expression":
+        return None
+    kind = "function" if value.type in _FUNCTION_VALUES else value.type
+    if kind not in ("function", "class", "object"):
         return None
     chain = node_text(left, src)
     if not _MEMBER_CHAIN.fullmatch(chain):
@@ -219,14 +227,16 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str] | None:
     parts = chain.split(".")
     while parts and parts[0] in _EXPORTS:
         parts.pop(0)
+    if parts and parts[0] == "this":
+        return None
+    if kind == "object":
+        return (kind, "", value) if not parts else None  # an exported object: its methods; any other, data
     if not parts:  # `module.exports = function parse() {}`
         own = value.child_by_field_name("name")
-        return ("function", node_text(own, src)) if own is not None else None
-    if parts[0] == "this":
-        return None
-    method = len(parts) > 1
-    parts = [p for p in parts if p != "prototype"]
-    return ("method" if method else "function"), ".".join(parts)
+        return kind, (node_text(own, src) if own is not None else ""), value
+    if kind == "function" and len(parts) > 1:
+        kind = "method"
+    return kind, ".".join(p for p in parts if p != "prototype"), value
 
 
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
@@ -258,8 +268,13 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     visit(child, prefix, in_class, depth + 1)
                 continue
             assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
-            if assigned is not None and len(assigned[1]) <= 120:
-                out.append(Symbol(assigned[1], assigned[0], child.start_point[0] + 1, _end_row(child) + 1))
+            if assigned is not None:
+                assigned_kind, assigned_name, value = assigned
+                if assigned_name and len(assigned_name) <= 120:
+                    out.append(Symbol(assigned_name, assigned_kind, child.start_point[0] + 1, _end_row(child) + 1))
+                if assigned_kind != "function" and assigned_kind != "method":  # a class's or object's methods
+                    inside = assigned_kind == "class"
+                    visit(value, assigned_name + "." if assigned_name else "", inside, depth + 1)
                 continue
             if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
                 continue
