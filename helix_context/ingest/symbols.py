@@ -239,6 +239,17 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
     return kind, ".".join(p for p in parts if p != "prototype"), value
 
 
+def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
+    """(name, object) where a declarator, field or key binds a name to an object literal (JS/TS): its methods
+    and the functions its keys hold are that name's (`const api = { get() {...} }` defines `api.get`)."""
+    value = node.child_by_field_name("value")
+    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
+    if value is None or value.type != "object" or name is None or name.type not in ("identifier", "property_identifier"):
+        return None
+    text = node_text(name, src)
+    return (text, value) if len(text) <= 120 else None
+
+
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     parser = parser_for(language)
     if parser is None:
@@ -260,12 +271,20 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 return
             kind_name = child.type
             bound = _bound(child, kind_name, src, in_class) if kind_name in _BINDINGS else None
+            held = (_held_object(child, src) if js and kind_name in _BINDINGS
+                    and (bound is None or bound[0] == "constant") else None)
             if bound is not None:
                 bound_kind, bound_name, span = bound
                 if bound_name and len(bound_name) <= 120:
                     out.append(Symbol(prefix + bound_name, bound_kind, span.start_point[0] + 1, _end_row(span) + 1))
                 if bound_kind == "constant":  # an object literal's methods are still symbols of their own
-                    visit(child, prefix, in_class, depth + 1)
+                    if held is not None:
+                        visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
+                    else:
+                        visit(child, prefix, in_class, depth + 1)
+                continue
+            if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
+                visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                 continue
             assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
             if assigned is not None:
@@ -279,7 +298,8 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
                 continue
             kind = None
-            if _CLASS_LIKE.search(kind_name) and not kind_name.endswith(("_body", "_list", "specifier")):
+            if (_CLASS_LIKE.search(kind_name) and not kind_name.endswith(("_body", "_list", "specifier"))
+                    and not (js and kind_name == "object")):  # a JS object literal is no class
                 kind = "class"
             elif _FUNC_LIKE.search(kind_name) and child.end_point[0] >= child.start_point[0]:
                 kind = "method" if in_class else "function"

@@ -372,10 +372,13 @@ DECLARED = {
                    "Cart.prototype.add = function (item) {\n  this.items.push(item);\n};\n"
                    "Cart.create = () => new Cart();\nhandlers[name] = function () {};\nCart.LIMIT = 5;\n"
                    "module.exports.Store = class extends Base {\n  save(cart) { return put(cart); }\n};\n"
-                   "module.exports = { format(cart) { return String(cart); }, total: (cart) => 0, size: 3 };\n",
+                   "module.exports = { format(cart) { return String(cart); }, total: (cart) => 0, size: 3 };\n"
+                   "const api = { get(id) { return fetch(id); }, post: (body) => send(body) };\n"
+                   "export default { methods: { save() { return 1; } } };\n",
                    {"handler": ("function", 1, 3), "parse": ("function", 4, 4), "Cart": ("function", 5, 5),
                     "Cart.add": ("method", 6, 8), "Cart.create": ("method", 9, 9), "Store": ("class", 12, 14),
-                    "Store.save": ("method", 13, 13), "format": ("function", 15, 15), "total": ("function", 15, 15)}),
+                    "Store.save": ("method", 13, 13), "format": ("function", 15, 15), "total": ("function", 15, 15),
+                    "api.get": ("method", 16, 16), "api.post": ("method", 16, 16), "methods.save": ("method", 17, 17)}),
     "ruby": ("MAX = 5\nclass A\n  LIMIT = 3\n  def f\n    1\n  end\nend\n",
              {"MAX": ("constant", 1, 1), "A": ("class", 2, 7), "A.LIMIT": ("constant", 3, 3), "A.f": ("method", 4, 6)}),
 }
@@ -385,7 +388,8 @@ DECLARED = {
 def test_tree_sitter_languages_name_their_constants_and_functions_bound_to_names(language: str) -> None:
     """A function bound to a name (`const fetchUser = async () => ...`), to an object's key, or assigned to a
     property at a module's top (`exports.handler = ...`, `Cart.prototype.add = ...`) is a function or method,
-    and an exported class is a class with its methods; a module's or class's constants are constants (Go and
+    and an exported class is a class with its methods (an object literal is none: `const api = { get() {} }`
+    defines the method `api.get`); a module's or class's constants are constants (Go and
     Rust `const`, capitalised JS/TS `const`, Java `static final`, Ruby's); a function's own locals, `let`,
     mutable fields and a computed property (`handlers[name] = ...`) are neither."""
     source, want = DECLARED[language]
