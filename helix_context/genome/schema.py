@@ -231,12 +231,16 @@ def reparse_files(suffixes: tuple[str, ...]) -> str:
 
 V8_CONSTANTS = reparse_files(REPARSED_FOR_CONSTANTS)
 
-# JS/TS functions a module assigns to a property (`exports.handler = async (event) => ...`,
-# `Cart.prototype.add = function (item) {...}`; ingest/symbols.py `_assigned`) become symbols: those files are
-# re-parsed once more, as for V8. The team genome's V_ASSIGNED_FUNCTIONS is the same statement.
-REPARSED_FOR_ASSIGNED_FUNCTIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx")
-V9_ASSIGNED_FUNCTIONS = reparse_files(REPARSED_FOR_ASSIGNED_FUNCTIONS)
+# tree-sitter symbols corrected (ingest/symbols.py): JS/TS functions a module assigns to a property (`exports.handler
+# = ...`, `Cart.prototype.add = ...`) and the classes and objects it exports; Go methods named for their receiver
+# (`Server.Start`), Rust impl methods for their type (`Cart.add`); constructors, Kotlin's and Swift's declarations,
+# C++ classes found, and enum members, accessors and bodies no longer taken for definitions. Those languages' files
+# are re-parsed once more, as for V8. The team genome's V_TREE_SITTER_SYMBOLS is the same statement.
+REPARSED_FOR_TREE_SITTER_SYMBOLS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rs", "java", "cs", "csx",
+                                    "kt", "kts", "swift", "scala", "sc", "php", "dart", "sol", "cpp", "cc", "cxx",
+                                    "c++", "hpp", "hh", "hxx", "h++", "ipp", "inl", "cu", "cuh")
+V9_TREE_SITTER_SYMBOLS = reparse_files(REPARSED_FOR_TREE_SITTER_SYMBOLS)
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
-                               V7_LIVE_PROJECTS, V8_CONSTANTS, V9_ASSIGNED_FUNCTIONS)
+                               V7_LIVE_PROJECTS, V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -132,9 +132,59 @@ def _close(scope: list[Any], last_code: int, out: list[Symbol]) -> None:
     out[scope[4]] = Symbol(sym.name, sym.kind, sym.start_line, end)
 
 
-_CLASS_LIKE = re.compile(r"class|struct|interface|trait|impl|enum|module|namespace|object|protocol|record|union")
-_FUNC_LIKE = re.compile(r"function|method|constructor|destructor|func_literal|operator|accessor|getter|setter")
 _SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|string|parameter|type_")
+# what a tree-sitter node defines, read from the words of its type: a definition's type ends in one of
+# _DEFINES (`class_declaration`, `function_item`, `method_signature`, Go's `method_elem`) or is the word itself
+# (Ruby's `class` and `method`); its other words say class or function. Whole words, not substrings: `simple_
+# identifier` is no `impl`, `constructor` no `struct`, `enum_constant` and `function_body` no definitions
+_CLASS_WORDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "module", "namespace", "object",
+                          "protocol", "record", "union", "mod", "contract"})
+_FUNCTION_WORDS = frozenset({"function", "method", "constructor", "destructor", "operator", "getter", "setter",
+                             "init"})
+_DEFINES = frozenset({"declaration", "definition", "item", "signature", "specifier", "elem"})
+_NODE_KINDS: dict[str, str | None] = {}
+
+
+def _node_kind(node_type: str) -> str | None:
+    """"class", "function" or None for a node type (remembered: a grammar has a few hundred)."""
+    kind = _NODE_KINDS.get(node_type, "?")
+    if kind == "?":
+        words = node_type.split("_")
+        kind = None
+        if words[-1] in _DEFINES or words[-1] in _CLASS_WORDS or words[-1] in _FUNCTION_WORDS:
+            if any(w in _FUNCTION_WORDS for w in words):
+                kind = "function"
+            elif any(w in _CLASS_WORDS for w in words):
+                kind = "class"
+        _NODE_KINDS[node_type] = kind
+    return kind
+
+
+def _defined_name(node: Any, src: bytes) -> str | None:
+    """The name a definition node gives: its `name` (or declarator's), else its first identifier (Kotlin's
+    declarations name no field); a Rust `impl` block the type it implements, so its methods are `Cart.add`."""
+    if node.type == "impl_item":
+        target = node.child_by_field_name("type")
+        return node_text(target, src).split("<", 1)[0].strip() or None if target is not None else None
+    name = node_name(node, src)
+    if name is None and node.child_by_field_name("name") is None:
+        name = next((node_text(c, src) for c in node.named_children if c.type in _NAME_CHILDREN), None)
+    return name
+
+
+_NAME_CHILDREN = frozenset({"identifier", "simple_identifier", "type_identifier", "constant"})
+# containers whose functions are functions, not methods (Rust's `mod`, C++'s and C#'s namespaces, TS's)
+_NAMESPACES = frozenset({"mod_item", "namespace_definition", "namespace_declaration",
+                         "file_scoped_namespace_declaration", "internal_module"})
+
+
+def _receiver(node: Any, src: bytes) -> str | None:
+    """A Go method's receiver type: `func (s *Stack[T]) Push()` → `Stack`."""
+    receiver = node.child_by_field_name("receiver")
+    if receiver is None:
+        return None
+    last = node_text(receiver, src).strip("() \t").split()[-1:] or [""]
+    return last[0].lstrip("*").split("[", 1)[0] or None
 
 
 # a name bound to a function (`const fetchUser = async (id) => ...`, `handle = () => ...` in a class) is that function
@@ -295,19 +345,30 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     inside = assigned_kind == "class"
                     visit(value, assigned_name + "." if assigned_name else "", inside, depth + 1)
                 continue
-            if _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
+            if js and kind_name == "expression_statement" and child.named_child_count == 1 \
+                    and child.named_children[0].type == "internal_module":  # TS: `namespace NS {...}` parses so
+                visit(child, prefix, in_class, depth + 1)
                 continue
-            kind = None
-            if (_CLASS_LIKE.search(kind_name) and not kind_name.endswith(("_body", "_list", "specifier"))
-                    and not (js and kind_name == "object")):  # a JS object literal is no class
-                kind = "class"
-            elif _FUNC_LIKE.search(kind_name) and child.end_point[0] >= child.start_point[0]:
-                kind = "method" if in_class else "function"
-            name = node_name(child, src) if kind else None
+            if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
+                shape = child.child_by_field_name("type")
+                kind = "class" if shape is not None and shape.type in ("struct_type", "interface_type") else None
+            elif _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
+                continue
+            else:
+                kind = _node_kind(kind_name)
+                if kind == "class" and ((js and kind_name == "object")  # a JS object literal is no class
+                                        or (kind_name.endswith(("specifier", "mod_item"))
+                                            and child.child_by_field_name("body") is None)):
+                    kind = None  # nor C++'s `struct point p;` nor Rust's `mod util;` (uses of what is defined elsewhere)
+                elif kind == "function":
+                    kind = "method" if in_class else "function"
+            name = _defined_name(child, src) if kind else None
+            if kind and name and kind_name == "method_declaration" and (owner := _receiver(child, src)):
+                name, kind = f"{owner}.{name}", "method"  # Go: `func (s *Server) Start()` is `Server.Start`
             if kind and name and len(name) <= 120:
-                qual = prefix + name.strip()
+                qual = prefix + name.strip().strip("\"'`")  # TS: `declare module "x"`
                 out.append(Symbol(qual, kind, child.start_point[0] + 1, _end_row(child) + 1))
-                visit(child, qual + ".", kind == "class", depth + 1)
+                visit(child, qual + ".", kind == "class" and kind_name not in _NAMESPACES, depth + 1)
             else:
                 visit(child, prefix, in_class, depth + 1)
 

@@ -157,6 +157,53 @@ def test_tree_sitter_languages_get_symbols_too() -> None:
     assert syms["applyCoupon"].start_line == 10
 
 
+# each language's own ways of defining things: (source, every symbol as (kind, first line))
+DEFINED = {
+    "go": ("package shop\n\ntype Server struct{ addr string }\ntype Shape interface { Area() float64 }\n"
+           "type ID string\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\nfunc (Stack[T]) Push() {}\n"
+           "func New() *Server { return nil }\n",
+           {"Server": ("class", 3), "Shape": ("class", 4), "Shape.Area": ("method", 4), "Server.Start": ("method", 7),
+            "Stack.Push": ("method", 10), "New": ("function", 11)}),
+    "rust": ("struct Cart { n: u32 }\nimpl Cart {\n    fn add(&mut self) {}\n}\nimpl<T> Stack<T> { fn push(&mut self) {} }\n"
+             "mod util {\n    pub fn helper() {}\n}\nenum Kind { A, B(u8) }\nmod tests;\n",
+             {"Cart": ("class", 2), "Cart.add": ("method", 3), "Stack": ("class", 5), "Stack.push": ("method", 5),
+              "util": ("class", 6), "util.helper": ("function", 7), "Kind": ("class", 9)}),
+    "java": ("public class Cart {\n  public Cart() {}\n  void add(int x) {}\n  enum Kind { A, B }\n}\n"
+             "record Point(int x, int y) { int sum() { return x + y; } }\n",
+             {"Cart": ("class", 1), "Cart.Cart": ("method", 2), "Cart.add": ("method", 3), "Cart.Kind": ("class", 4),
+              "Point": ("class", 6), "Point.sum": ("method", 6)}),
+    "csharp": ("namespace Shop {\n  public class Cart {\n    public void Add(int x) {}\n"
+               "    public int Total { get; set; }\n  }\n  static class Util { static int Go() => 1; }\n}\n",
+               {"Shop": ("class", 1), "Shop.Cart": ("class", 2), "Shop.Cart.Add": ("method", 3),
+                "Shop.Util": ("class", 6), "Shop.Util.Go": ("method", 6)}),
+    "kotlin": ("class Cart {\n  fun add(x: Int) {}\n}\nfun top() {}\nobject Registry { fun get() {} }\n",
+               {"Cart": ("class", 1), "Cart.add": ("method", 2), "top": ("function", 4), "Registry": ("class", 5),
+                "Registry.get": ("method", 5)}),
+    "swift": ("class Cart {\n  func add(x: Int) {}\n}\nprotocol Shape { func area() -> Double }\n",
+              {"Cart": ("class", 1), "Cart.add": ("method", 2), "Shape": ("class", 4), "Shape.area": ("method", 4)}),
+    "cpp": ("namespace shop {\nclass Cart {\n public:\n  void add(int x) { n += x; }\n};\nvoid go() {}\n"
+            "struct Cart c;\n}\nint main() { return 0; }\n",
+            {"shop": ("class", 1), "shop.Cart": ("class", 2), "shop.Cart.add": ("method", 4), "shop.go": ("function", 6),
+             "main": ("function", 9)}),
+    "typescript": ("namespace Api {\n  export function get(id: string) { return id; }\n}\n",
+                   {"Api": ("class", 1), "Api.get": ("function", 2)}),
+}
+
+
+@pytest.mark.parametrize("language", sorted(DEFINED))
+def test_each_language_s_definitions_are_named_as_its_readers_name_them(language: str) -> None:
+    """A Go method is `Server.Start` (its receiver's), a Rust impl's method `Cart.add` (not `impl Cart.add`), a
+    namespace's or module's function a function; a constructor is a method, not a class (`constructor` holds
+    `struct`), and Kotlin's `simple_identifier` is no class (it holds `impl`); enum members, C# accessors, a
+    function's body, a C++ `struct Cart c;` and a Rust `mod tests;` (uses, not definitions) define nothing."""
+    from helix_context.ingest.treesitter import parser_for
+
+    if parser_for(language) is None:
+        pytest.skip(f"no tree-sitter grammar for {language} in this install")
+    source, want = DEFINED[language]
+    assert {s.name: (s.kind, s.start_line) for s in find_symbols(source, "code", language)} == want
+
+
 @pytest.fixture
 def archive_genome(helix: HelixContextManager, tmp_path: Path) -> tuple[HelixContextManager, Path]:
     root = tmp_path / "lib"
@@ -310,7 +357,7 @@ def test_a_constant_s_name_points_at_the_line_that_sets_it(helix: HelixContextMa
     assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("MAX_RETRIES", "constant", 4, 4)
 
 
-def _older_genome(settings, folder: Path, migration: str, undo: str) -> HelixContextManager:
+def _older_genome(settings, folder: Path, migration: str, *undo: str) -> HelixContextManager:
     """`folder` indexed, then the genome left as the version before `migration` left it (`undo` takes back
     what that version found): an older Helix's genome, opened again by this one."""
     import sqlite3
@@ -322,7 +369,8 @@ def _older_genome(settings, folder: Path, migration: str, undo: str) -> HelixCon
     path = old.genome.path
     old.close()
     with sqlite3.connect(path) as conn:
-        conn.execute(undo)
+        for statement in undo:
+            conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(migration)}")
     conn.close()
     return HelixContextManager(settings)
@@ -413,27 +461,33 @@ def test_a_typescript_function_bound_to_a_name_and_a_constant_are_pointed_at(hel
     assert (top["symbol"], top["kind"], top["start_line"]) == ("MAX_RETRIES", "constant", 1)
 
 
-def test_an_older_genome_gets_the_functions_its_javascript_assigns_on_its_next_ingest(settings, tmp_path: Path) -> None:
-    """Upgrading: a genome indexed before assigned functions were symbols marks its JS/TS files (only those) for
-    one re-parse; the next ingest gives `exports.handler` its pointer without new genes."""
-    from helix_context.genome.schema import V9_ASSIGNED_FUNCTIONS
+def test_an_older_genome_gets_the_corrected_tree_sitter_symbols_on_its_next_ingest(settings, tmp_path: Path) -> None:
+    """Upgrading: a genome indexed before the tree-sitter symbols were corrected marks its files of those languages
+    (only those) for one re-parse; the next ingest gives `exports.handler` its pointer and names a Go method for its
+    receiver, without new genes."""
+    from helix_context.genome.schema import V9_TREE_SITTER_SYMBOLS
 
     source = DECLARED["javascript"][0]
-    if not find_symbols(source, "code", "javascript"):
-        pytest.skip("no tree-sitter grammar for javascript in this install")
+    if not find_symbols(source, "code", "javascript") or not find_symbols(DEFINED["go"][0], "code", "go"):
+        pytest.skip("no tree-sitter grammar for javascript or go in this install")
     (tmp_path / "api").mkdir()
     (tmp_path / "api" / "lambda.js").write_text(source)
+    (tmp_path / "api" / "server.go").write_text(DEFINED["go"][0])
     (tmp_path / "api" / "retry.py").write_text(RETRY)
-    helix = _older_genome(settings, tmp_path / "api", V9_ASSIGNED_FUNCTIONS,
-                          "DELETE FROM symbols WHERE path LIKE '%.js' AND name <> 'Cart'")
+    helix = _older_genome(settings, tmp_path / "api", V9_TREE_SITTER_SYMBOLS,
+                          "DELETE FROM symbols WHERE path LIKE '%.js' AND name <> 'Cart'",
+                          "UPDATE symbols SET name = 'Start', kind = 'function' WHERE name = 'Server.Start'")
     try:
         sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
-        assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"lambda.js": True, "retry.py": False}
+        assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"lambda.js": True, "server.go": True,
+                                                                           "retry.py": False}
         report = helix.ingest_path(tmp_path / "api")
-        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        assert report.files_ingested == 2 and report.files_unchanged == 1 and report.genes_added == 0
         top = helix.fingerprint("where is the lambda handler", max_results=3)[0]
         assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("handler", "function", 1, 3)
         top = helix.fingerprint("Cart.add", max_results=3)[0]
         assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("Cart.add", "method", 6, 8)
+        top = helix.fingerprint("Server.Start", max_results=3)[0]
+        assert (top["symbol"], top["kind"], top["start_line"]) == ("Server.Start", "method", 7)
     finally:
         helix.close()

@@ -11,7 +11,7 @@ Per-person state (sessions, their chat buffer, co-activation, activity) carries 
 
 from __future__ import annotations
 
-from helix_context.genome.schema import V8_CONSTANTS, V9_ASSIGNED_FUNCTIONS
+from helix_context.genome.schema import V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS
 
 MIGRATE_LOCK = 0x48454C4958  # "HELIX": the advisory lock key that serialises migrations
 
@@ -267,9 +267,10 @@ CREATE INDEX genes_live_project ON genes(project, id) WHERE retired_at IS NULL;
 
 # constants become symbols: the next ingest re-parses those languages' files, as on SQLite
 V_CONSTANTS = V8_CONSTANTS
-# JS/TS functions assigned to a property become symbols: the next ingest re-parses those files, as on SQLite
-V_ASSIGNED_FUNCTIONS = V9_ASSIGNED_FUNCTIONS
+# tree-sitter symbols corrected (JS/TS assigned functions, Go receivers, Rust impls, ...): the next ingest
+# re-parses those languages' files, as on SQLite
+V_TREE_SITTER_SYMBOLS = V9_TREE_SITTER_SYMBOLS
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
-                               V_LIVE_PROJECTS, V_CONSTANTS, V_ASSIGNED_FUNCTIONS)
+                               V_LIVE_PROJECTS, V_CONSTANTS, V_TREE_SITTER_SYMBOLS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,5 +1,5 @@
 """Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS) and
-JavaScript's functions assigned to a property (V_ASSIGNED_FUNCTIONS). A genome indexed before re-parses those
+JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS). A genome indexed before re-parses those
 files on the next ingest, and a question naming the symbol then points at its lines."""
 
 from __future__ import annotations
