@@ -140,8 +140,9 @@ _SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|strin
 _CLASS_WORDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "module", "namespace", "object",
                           "protocol", "record", "union", "mod", "contract"})
 _FUNCTION_WORDS = frozenset({"function", "method", "constructor", "destructor", "operator", "getter", "setter",
-                             "init"})
-_DEFINES = frozenset({"declaration", "definition", "item", "signature", "specifier", "elem"})
+                             "init", "subroutine"})
+_DEFINES = frozenset({"declaration", "definition", "item", "signature", "specifier", "elem", "implementation"})
+_STATEMENTS_DEFINING = frozenset({"subroutine_declaration_statement"})  # Perl's `sub add {...}`
 _NODE_KINDS: dict[str, str | None] = {}
 
 
@@ -151,7 +152,8 @@ def _node_kind(node_type: str) -> str | None:
     if kind == "?":
         words = node_type.split("_")
         kind = None
-        if words[-1] in _DEFINES or words[-1] in _CLASS_WORDS or words[-1] in _FUNCTION_WORDS:
+        if (words[-1] in _DEFINES or words[-1] in _CLASS_WORDS or words[-1] in _FUNCTION_WORDS
+                or node_type in _STATEMENTS_DEFINING):
             if any(w in _FUNCTION_WORDS for w in words):
                 kind = "function"
             elif any(w in _CLASS_WORDS for w in words):
@@ -169,13 +171,21 @@ def _defined_name(node: Any, src: bytes) -> str | None:
     name = node_name(node, src)
     if name is None and node.child_by_field_name("name") is None:
         name = next((node_text(c, src) for c in node.named_children if c.type in _NAME_CHILDREN), None)
-    return name
+        head = node.named_children[0] if name is None and node.named_child_count else None
+        if head is not None and head.type in ("signature", "type_head"):
+            for _ in range(3):  # Julia: `function add(x)` names it in its signature's call, `struct Cart` in its head
+                if head is None or head.type in _NAME_CHILDREN:
+                    break
+                head = head.named_children[0] if head.named_child_count else None
+            if head is not None and head.type in _NAME_CHILDREN:
+                name = node_text(head, src)
+    return None if name == "function" else name  # R's `function(x) ...` names its keyword
 
 
 _NAME_CHILDREN = frozenset({"identifier", "simple_identifier", "type_identifier", "constant"})
 # containers whose functions are functions, not methods (Rust's `mod`, C++'s and C#'s namespaces, TS's)
 _NAMESPACES = frozenset({"mod_item", "namespace_definition", "namespace_declaration",
-                         "file_scoped_namespace_declaration", "internal_module"})
+                         "file_scoped_namespace_declaration", "internal_module", "module_definition"})
 
 
 def _receiver(node: Any, src: bytes) -> str | None:
@@ -348,6 +358,14 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if js and kind_name == "expression_statement" and child.named_child_count == 1 \
                     and child.named_children[0].type == "internal_module":  # TS: `namespace NS {...}` parses so
                 visit(child, prefix, in_class, depth + 1)
+                continue
+            if kind_name == "binary_operator" and child.named_child_count == 2 \
+                    and child.named_children[0].type == "identifier" \
+                    and child.named_children[1].type == "function_definition":  # R: `add <- function(x) ...`
+                target = node_text(child.named_children[0], src)
+                out.append(Symbol(prefix + target, "method" if in_class else "function", child.start_point[0] + 1,
+                                  _end_row(child) + 1))
+                visit(child.named_children[1], f"{prefix}{target}.", False, depth + 1)
                 continue
             if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
                 shape = child.child_by_field_name("type")

@@ -187,12 +187,18 @@ DEFINED = {
              "main": ("function", 9)}),
     "typescript": ("namespace Api {\n  export function get(id: string) { return id; }\n}\n",
                    {"Api": ("class", 1), "Api.get": ("function", 2)}),
+    "r": ("add <- function(x) {\n  x + 1\n}\nlapply(1:3, function(z) z)\n", {"add": ("function", 1)}),
+    "julia": ("function add(x)\n  x + 1\nend\nstruct Cart\n  n::Int\nend\nmodule Shop\nfunction go() end\nend\n",
+              {"add": ("function", 1), "Cart": ("class", 4), "Shop": ("class", 7), "Shop.go": ("function", 8)}),
+    "perl": ("package Cart;\nsub add {\n  return 1;\n}\n1;\n", {"add": ("function", 2)}),
+    "objc": ("@implementation Cart\n- (void)add:(int)x {}\n@end\n", {"Cart": ("class", 1), "Cart.add": ("method", 2)}),
 }
 
 
 @pytest.mark.parametrize("language", sorted(DEFINED))
 def test_each_language_s_definitions_are_named_as_its_readers_name_them(language: str) -> None:
-    """A Go method is `Server.Start` (its receiver's), a Rust impl's method `Cart.add` (not `impl Cart.add`), a
+    """A Go method is `Server.Start` (its receiver's), a Rust impl's method `Cart.add` (not `impl Cart.add`), R's
+    `add <- function(x)` is `add` (not `function`), Julia's and Perl's definitions are found at all; a
     namespace's or module's function a function; a constructor is a method, not a class (`constructor` holds
     `struct`), and Kotlin's `simple_identifier` is no class (it holds `impl`); enum members, C# accessors, a
     function's body, a C++ `struct Cart c;` and a Rust `mod tests;` (uses, not definitions) define nothing."""
