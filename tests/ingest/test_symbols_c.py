@@ -10,7 +10,7 @@ import pytest
 
 from helix_context.config import Settings
 from helix_context.ingest import chunk_code as chunk_module
-from helix_context.ingest import symbols as symbols_module
+from helix_context.ingest import symbols_tree as symbols_module
 from helix_context.ingest import treesitter
 from helix_context.ingest.genes import make_genes
 from helix_context.ingest.symbols import find_symbols

@@ -1,0 +1,387 @@
+"""Symbols of the languages tree-sitter parses: every function, method, class and constant, named as the
+language's readers name it.
+
+Why apart from symbols.py: Python is scanned as text for speed; these languages are read from their parse
+tree, one walk for all of them, with what each grammar names differently kept here. Constants are their
+`const` and `static` declarations and capitalised top-level `const`s (`_bound`); a JS/TS function bound to a name (`const fetchUser = async (id) => ...`, `format: (x) => ...` in
+an object) is a function, as is one a module assigns to a property (`exports.handler = async (event) => ...`,
+`Cart.prototype.add = function (item) {...}`: CommonJS modules and classes written before `class`;
+`_assigned`), and a class or object a module exports that way has its methods found. What a node defines is
+read from the whole words of its type (`_node_kind`), and names follow each language: a Go method is its
+receiver's (`Server.Start`), a Rust impl's methods its type's (`Cart.add`).
+
+C reads the declarations of its parse tree (functions, prototypes, function-like macros, structs, unions,
+enums, typedefs of them) and never walks a function's body: four nodes in five of a C file are inside bodies,
+where C defines nothing worth pointing at. Other languages walk the whole tree. Unknown languages yield nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
+from helix_context.models import Symbol
+
+__all__ = ["MAX_SYMBOLS", "UPPER", "treesitter_symbols"]
+
+MAX_SYMBOLS = 5000  # per file: generated code can define tens of thousands of tiny functions
+UPPER = re.compile(r"_*[A-Z][A-Z0-9_]*")  # a constant's name: capitals, digits and underscores
+
+_SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|string|parameter|type_")
+# what a tree-sitter node defines, read from the words of its type: a definition's type ends in one of
+# _DEFINES (`class_declaration`, `function_item`, `method_signature`, Go's `method_elem`) or is the word itself
+# (Ruby's `class` and `method`); its other words say class or function. Whole words, not substrings: `simple_
+# identifier` is no `impl`, `constructor` no `struct`, `enum_constant` and `function_body` no definitions
+_CLASS_WORDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "module", "namespace", "object",
+                          "protocol", "record", "union", "mod", "contract"})
+_FUNCTION_WORDS = frozenset({"function", "method", "constructor", "destructor", "operator", "getter", "setter",
+                             "init", "subroutine"})
+_DEFINES = frozenset({"declaration", "definition", "item", "signature", "specifier", "elem", "implementation"})
+_STATEMENTS_DEFINING = frozenset({"subroutine_declaration_statement"})  # Perl's `sub add {...}`
+_NODE_KINDS: dict[str, str | None] = {}
+
+
+def _node_kind(node_type: str) -> str | None:
+    """"class", "function" or None for a node type (remembered: a grammar has a few hundred)."""
+    kind = _NODE_KINDS.get(node_type, "?")
+    if kind == "?":
+        words = node_type.split("_")
+        kind = None
+        if (words[-1] in _DEFINES or words[-1] in _CLASS_WORDS or words[-1] in _FUNCTION_WORDS
+                or node_type in _STATEMENTS_DEFINING):
+            if any(w in _FUNCTION_WORDS for w in words):
+                kind = "function"
+            elif any(w in _CLASS_WORDS for w in words):
+                kind = "class"
+        _NODE_KINDS[node_type] = kind
+    return kind
+
+
+def _defined_name(node: Any, src: bytes) -> str | None:
+    """The name a definition node gives: its `name` (or declarator's), else its first identifier (Kotlin's
+    declarations name no field); a Rust `impl` block the type it implements, so its methods are `Cart.add`."""
+    if node.type == "impl_item":
+        target = node.child_by_field_name("type")
+        return node_text(target, src).split("<", 1)[0].strip() or None if target is not None else None
+    name = node_name(node, src)
+    if name is None and node.child_by_field_name("name") is None:
+        name = next((node_text(c, src) for c in node.named_children if c.type in _NAME_CHILDREN), None)
+        head = node.named_children[0] if name is None and node.named_child_count else None
+        if head is not None and head.type in ("signature", "type_head"):
+            for _ in range(3):  # Julia: `function add(x)` names it in its signature's call, `struct Cart` in its head
+                if head is None or head.type in _NAME_CHILDREN:
+                    break
+                head = head.named_children[0] if head.named_child_count else None
+            if head is not None and head.type in _NAME_CHILDREN:
+                name = node_text(head, src)
+    return None if name == "function" else name  # R's `function(x) ...` names its keyword
+
+
+_NAME_CHILDREN = frozenset({"identifier", "simple_identifier", "type_identifier", "constant"})
+# containers whose functions are functions, not methods (Rust's `mod`, C++'s and C#'s namespaces, TS's)
+_NAMESPACES = frozenset({"mod_item", "namespace_definition", "namespace_declaration",
+                         "file_scoped_namespace_declaration", "internal_module", "module_definition"})
+
+
+def _receiver(node: Any, src: bytes) -> str | None:
+    """A Go method's receiver type: `func (s *Stack[T]) Push()` → `Stack`."""
+    receiver = node.child_by_field_name("receiver")
+    if receiver is None:
+        return None
+    last = node_text(receiver, src).strip("() \t").split()[-1:] or [""]
+    return last[0].lstrip("*").split("[", 1)[0] or None
+
+
+# a name bound to a function (`const fetchUser = async (id) => ...`, `handle = () => ...` in a class) is that function
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function",
+                              "generator_function_expression"})
+# declarations that bind a constant whatever its name's case
+_CONSTANT_ITEMS = frozenset({"const_spec", "const_item", "static_item"})  # Go; Rust
+_DECLARATION_STATEMENTS = frozenset({"lexical_declaration", "variable_declaration", "field_declaration"})
+_TOP = frozenset({"program", "source_file", "module", "export_statement", "class_body", "body_statement",
+                  "declaration_list"})
+
+
+def _at_top(statement: Any) -> bool:
+    """Whether a statement is one of a module's or a class's own (not inside a function's body)."""
+    parent = statement.parent
+    if parent is None or parent.type not in _TOP:
+        return False
+    if parent.type in ("body_statement", "declaration_list"):  # Ruby's and Rust's bodies: a class's or a module's
+        return parent.parent is not None and parent.parent.type in ("class", "module", "impl_item", "trait_item",
+                                                                    "mod_item")
+    return True
+
+
+_BINDINGS = _CONSTANT_ITEMS | {"assignment", "variable_declarator", "public_field_definition", "field_definition",
+                                "pair"}
+
+
+def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, Any] | None:
+    """(kind, name, the node whose lines are its span) for a name a declaration binds to a function or a
+    constant; None for anything else. Constants: Go's `const`, Rust's `const`/`static`, and, at the top of a
+    module or class, a capitalised `const` (JS/TS), `static final` field (Java), `static` field (JS/TS) or
+    constant assignment (Ruby). `kind`: the node's type, one of _BINDINGS."""
+    if kind in _CONSTANT_ITEMS:  # a Go spec's statement is its `const (...)` block; a function's own are left out
+        name = node.child_by_field_name("name")
+        statement = node.parent if kind == "const_spec" else node
+        if name is not None and statement is not None and _at_top(statement):
+            return "constant", node_text(name, src), node
+        return None
+    if kind == "assignment":  # Ruby: `LIMIT = 3` in a module or class body
+        left = node.child_by_field_name("left")
+        if left is not None and left.type == "constant" and _at_top(node):
+            return "constant", node_text(left, src), node
+        return None
+    # a declarator's or field's name; an object literal's key (`format: function (x) {...}`)
+    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
+    value = node.child_by_field_name("value")
+    if name is None or name.type not in ("identifier", "property_identifier"):
+        return None
+    text = node_text(name, src)
+    statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
+    if statement.parent is not None and statement.parent.type == "export_statement":
+        statement = statement.parent
+    if value is not None and value.type in _FUNCTION_VALUES:
+        return ("method" if in_class else "function"), text, statement
+    words = node_text(statement, src)[:120].split("=", 1)[0].split()  # `export const`, `public static final int`
+    fixed = "const" in words or ("static" in words and (statement.type != "field_declaration" or "final" in words))
+    if fixed and UPPER.fullmatch(text) and _at_top(statement):
+        return "constant", text, statement
+    return None
+
+
+_JS_FAMILY = frozenset({"javascript", "typescript", "tsx"})
+_MEMBER_CHAIN = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+_EXPORTS = ("module", "exports")
+
+
+def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
+    """(kind, name, value) for a module's top-level `a.b = <function, class or object>` (JS/TS); None otherwise.
+
+    `exports.handler = ...` and `module.exports.parse = ...` define `handler` and `parse`;
+    `Cart.prototype.add = ...` is the method `Cart.add`, and `Cart.create = ...` the method `Cart.create`;
+    `module.exports = function parse() {}` (or `class Cart ...`) defines it by its own name. A class's
+    methods, and an exported object's (`module.exports = { parse(text) {...} }`), are the caller's to
+    visit: name "" is no symbol of its own (an anonymous value, an object). Only names written out
+    (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for)."""
+    if statement.parent is None or statement.parent.type != "program" or statement.named_child_count != 1:
+        return None
+    assignment = statement.named_children[0]
+    if assignment.type != "assignment_expression":
+        return None
+    left, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    if left is None or value is None or left.type != "member_expression":
+        return None
+    kind = "function" if value.type in _FUNCTION_VALUES else value.type
+    if kind not in ("function", "class", "object"):
+        return None
+    chain = node_text(left, src)
+    if not _MEMBER_CHAIN.fullmatch(chain):
+        return None
+    parts = chain.split(".")
+    while parts and parts[0] in _EXPORTS:
+        parts.pop(0)
+    if parts and parts[0] == "this":
+        return None
+    if kind == "object":
+        return (kind, "", value) if not parts else None  # an exported object: its methods; any other, data
+    if not parts:  # `module.exports = function parse() {}`
+        own = value.child_by_field_name("name")
+        return kind, (node_text(own, src) if own is not None else ""), value
+    if kind == "function" and len(parts) > 1:
+        kind = "method"
+    return kind, ".".join(p for p in parts if p != "prototype"), value
+
+
+def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
+    """(name, object) where a declarator, field or key binds a name to an object literal (JS/TS): its methods
+    and the functions its keys hold are that name's (`const api = { get() {...} }` defines `api.get`)."""
+    value = node.child_by_field_name("value")
+    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
+    if value is None or value.type != "object" or name is None or name.type not in ("identifier", "property_identifier"):
+        return None
+    text = node_text(name, src)
+    return (text, value) if len(text) <= 120 else None
+
+
+def treesitter_symbols(text: str, language: str) -> list[Symbol]:
+    parser = parser_for(language)
+    if parser is None:
+        return []
+    src = text.encode("utf-8", "surrogatepass")
+    if len(src) > MAX_BYTES:
+        return []
+    tree = parse_within_budget(parser, src)
+    if tree is None:
+        return []
+    if language == "c":
+        return c_symbols(tree.root_node, src)
+    out: list[Symbol] = []
+    js = language in _JS_FAMILY
+
+    def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
+        for child in node.named_children:
+            if len(out) >= MAX_SYMBOLS or depth > 40:
+                return
+            kind_name = child.type
+            bound = _bound(child, kind_name, src, in_class) if kind_name in _BINDINGS else None
+            held = (_held_object(child, src) if js and kind_name in _BINDINGS
+                    and (bound is None or bound[0] == "constant") else None)
+            if bound is not None:
+                bound_kind, bound_name, span = bound
+                if bound_name and len(bound_name) <= 120:
+                    out.append(Symbol(prefix + bound_name, bound_kind, span.start_point[0] + 1, _end_row(span) + 1))
+                if bound_kind == "constant":  # an object literal's methods are still symbols of their own
+                    if held is not None:
+                        visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
+                    else:
+                        visit(child, prefix, in_class, depth + 1)
+                continue
+            if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
+                visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
+                continue
+            assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
+            if assigned is not None:
+                assigned_kind, assigned_name, value = assigned
+                if assigned_name and len(assigned_name) <= 120:
+                    out.append(Symbol(assigned_name, assigned_kind, child.start_point[0] + 1, _end_row(child) + 1))
+                if assigned_kind != "function" and assigned_kind != "method":  # a class's or object's methods
+                    inside = assigned_kind == "class"
+                    visit(value, assigned_name + "." if assigned_name else "", inside, depth + 1)
+                continue
+            if js and kind_name == "expression_statement" and child.named_child_count == 1 \
+                    and child.named_children[0].type == "internal_module":  # TS: `namespace NS {...}` parses so
+                visit(child, prefix, in_class, depth + 1)
+                continue
+            if kind_name == "binary_operator" and child.named_child_count == 2 \
+                    and child.named_children[0].type == "identifier" \
+                    and child.named_children[1].type == "function_definition":  # R: `add <- function(x) ...`
+                target = node_text(child.named_children[0], src)
+                out.append(Symbol(prefix + target, "method" if in_class else "function", child.start_point[0] + 1,
+                                  _end_row(child) + 1))
+                visit(child.named_children[1], f"{prefix}{target}.", False, depth + 1)
+                continue
+            if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
+                shape = child.child_by_field_name("type")
+                kind = "class" if shape is not None and shape.type in ("struct_type", "interface_type") else None
+            elif _SKIP.search(kind_name) and not kind_name.endswith(("_definition", "_declaration", "_item")):
+                continue
+            else:
+                kind = _node_kind(kind_name)
+                if kind == "class" and ((js and kind_name == "object")  # a JS object literal is no class
+                                        or (kind_name.endswith(("specifier", "mod_item"))
+                                            and child.child_by_field_name("body") is None)):
+                    kind = None  # nor C++'s `struct point p;` nor Rust's `mod util;` (uses of what is defined elsewhere)
+                elif kind == "function":
+                    kind = "method" if in_class else "function"
+            name = _defined_name(child, src) if kind else None
+            if kind and name and kind_name == "method_declaration" and (owner := _receiver(child, src)):
+                name, kind = f"{owner}.{name}", "method"  # Go: `func (s *Server) Start()` is `Server.Start`
+            if kind and name and len(name) <= 120:
+                qual = prefix + name.strip().strip("\"'`")  # TS: `declare module "x"`
+                out.append(Symbol(qual, kind, child.start_point[0] + 1, _end_row(child) + 1))
+                visit(child, qual + ".", kind == "class" and kind_name not in _NAMESPACES, depth + 1)
+            else:
+                visit(child, prefix, in_class, depth + 1)
+
+    visit(tree.root_node, "", False, 0)
+    return out
+
+
+# nodes whose children are top-level declarations still (conditional compilation, extern "C", error recovery)
+_C_SCOPES = frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
+                       "linkage_specification", "declaration_list", "ERROR"})
+_C_RECORDS = frozenset({"struct_specifier", "union_specifier", "enum_specifier"})
+_C_WRAPPERS = frozenset({"pointer_declarator", "array_declarator", "attributed_declarator", "init_declarator",
+                         "parenthesized_declarator"})
+
+
+def _c_declared_name(node: Any | None, src: bytes) -> str | None:
+    """The identifier a declarator declares: `*foo(int)`, `foo[4]`, `(foo)` → foo."""
+    for _ in range(8):
+        if node is None:
+            return None
+        if node.type in ("identifier", "field_identifier", "type_identifier"):
+            return node_text(node, src)
+        if node.type == "function_declarator" or node.type in _C_WRAPPERS:
+            inner = node.child_by_field_name("declarator")
+            node = inner if inner is not None else next(iter(node.named_children), None)
+        else:
+            return None
+    return None
+
+
+def _c_prototype(node: Any) -> Any | None:
+    """The function declarator of a prototype (`int *f(void)`), not of a function pointer (`int (*f)(void)`)."""
+    while node is not None and node.type == "pointer_declarator":
+        node = node.child_by_field_name("declarator")
+    if node is None or node.type != "function_declarator":
+        return None
+    inner = node.child_by_field_name("declarator")
+    return node if inner is not None and inner.type == "identifier" else None
+
+
+def c_symbols(root: Any, src: bytes) -> list[Symbol]:
+    """Functions (definitions, prototypes, function-like macros) and records (struct, union, enum) of C."""
+    out: list[Symbol] = []
+
+    def add(name: str | None, kind: str, node: Any) -> None:
+        if name and len(name) <= 120 and len(out) < MAX_SYMBOLS:
+            out.append(Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1))
+
+    def record(spec: Any, prefix: str, alias: str | None, span: Any) -> None:
+        body = spec.child_by_field_name("body")
+        if body is None:  # `struct foo *p`: a use, not a definition
+            return
+        name_node = spec.child_by_field_name("name")
+        name = node_text(name_node, src) if name_node is not None else alias
+        if name:
+            add(prefix + name, "class", span)
+            prefix = prefix + name + "."
+        if spec.type != "enum_specifier":
+            members(body, prefix, 0)
+
+    def members(body: Any, prefix: str, depth: int) -> None:
+        for field in body.named_children:
+            if field.type == "field_declaration":
+                spec = field.child_by_field_name("type")
+                if spec is not None and spec.type in _C_RECORDS and depth < 20:
+                    record(spec, prefix, None, spec)
+            elif field.type in _C_SCOPES and depth < 20:
+                members(field, prefix, depth + 1)
+
+    def scope(node: Any, depth: int) -> None:
+        for child in node.named_children:
+            kind = child.type
+            if kind == "function_definition":
+                add(_c_declared_name(child.child_by_field_name("declarator"), src), "function", child)
+            elif kind in _C_SCOPES:
+                if depth < 40:
+                    scope(child, depth + 1)
+            elif kind == "preproc_function_def":
+                name_node = child.child_by_field_name("name")
+                add(node_text(name_node, src) if name_node is not None else None, "function", child)
+            elif kind in _C_RECORDS:
+                record(child, "", None, child)
+            elif kind in ("type_definition", "declaration"):
+                spec = child.child_by_field_name("type")
+                if spec is not None and spec.type in _C_RECORDS:
+                    alias = None
+                    if kind == "type_definition":
+                        alias = _c_declared_name(child.child_by_field_name("declarator"), src)
+                    record(spec, "", alias, child)
+                if kind == "declaration":
+                    for decl in child.children_by_field_name("declarator"):
+                        proto = _c_prototype(decl)
+                        if proto is not None:
+                            add(_c_declared_name(proto, src), "function", child)
+
+    scope(root, 0)
+    return out
+
+
+def _end_row(node: Any) -> int:
+    row, col = node.end_point
+    return row if col > 0 or row == node.start_point[0] else row - 1
