@@ -195,6 +195,34 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
     return kind, ".".join(p for p in parts if p != "prototype"), value
 
 
+# the test frameworks' blocks (Jest, Vitest, Mocha, Jasmine): a `describe` groups, an `it` or `test` is one test
+_TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it": "function", "test": "function",
+                "specify": "function"}
+_TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})
+
+
+def _test_block(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
+    """(kind, title, callback) for `describe('Cart', () => {...})` or `it('adds items', ...)` (also `.only`,
+    `.skip`); None otherwise. A JS test is a call, not a definition, so without this a test file's tests
+    had no names: a pointer into one was a stretch of lines. The title is the name (its dots made spaces,
+    since a dot joins a qualified name), and a `describe`'s tests are named within it: `Cart.adds items`."""
+    if statement.named_child_count != 1 or statement.named_children[0].type != "call_expression":
+        return None
+    call = statement.named_children[0]
+    head, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+    if head is None or args is None:
+        return None
+    words = node_text(head, src).split(".")
+    kind = _TEST_BLOCKS.get(words[0])
+    if kind is None or len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
+        return None
+    items = args.named_children
+    if len(items) < 2 or items[0].type != "string" or items[1].type not in _FUNCTION_VALUES:
+        return None
+    title = " ".join(node_text(items[0], src, 200)[1:-1].replace(".", " ").split())[:100]
+    return (kind, title, items[1]) if title else None
+
+
 def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
     """(name, object) where a declarator, field or key binds a name to an object literal (JS/TS): its methods
     and the functions its keys hold are that name's (`const api = { get() {...} }` defines `api.get`)."""
@@ -241,6 +269,14 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 continue
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
+                continue
+            block = _test_block(child, src) if kind_name == "expression_statement" and js else None
+            if block is not None:
+                block_kind, title, callback = block
+                qual = prefix + title
+                out.append(Symbol(qual, "method" if block_kind == "function" and in_class else block_kind,
+                                  child.start_point[0] + 1, _end_row(child) + 1))
+                visit(callback, qual + ".", block_kind == "class", depth + 1)
                 continue
             assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
             if assigned is not None:
