@@ -231,16 +231,16 @@ def reparse_files(suffixes: tuple[str, ...]) -> str:
 
 V8_CONSTANTS = reparse_files(REPARSED_FOR_CONSTANTS)
 
-# tree-sitter symbols corrected (ingest/symbols.py): JS/TS functions a module assigns to a property (`exports.handler
-# = ...`, `Cart.prototype.add = ...`) and the classes and objects it exports; Go methods named for their receiver
-# (`Server.Start`), Rust impl methods for their type (`Cart.add`); constructors, Kotlin's and Swift's declarations,
-# C++ classes and R's, Julia's and Perl's functions found; enum members, accessors and bodies no longer taken for
-# definitions. Those languages' files are re-parsed once more, as for V8. The team genome's V_TREE_SITTER_SYMBOLS
-# is the same statement.
+# tree-sitter symbols corrected (ingest/symbols_tree.py): JS/TS functions a module assigns to a property
+# (`exports.handler = ...`, `Cart.prototype.add = ...`), the classes and objects it exports, and its tests (`it(...)`);
+# Go methods named for their receiver (`Server.Start`), Rust impl methods for their type (`Cart.add`); constructors,
+# Kotlin's and Swift's declarations, C++ classes, R's, Julia's and Perl's functions and the <script> blocks of Vue,
+# Svelte and HTML files found; enum members, accessors and bodies no longer taken for definitions. Those languages'
+# files are re-parsed once more, as for V8. The team genome's V_TREE_SITTER_SYMBOLS is the same statement.
 REPARSED_FOR_TREE_SITTER_SYMBOLS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rs", "java", "cs", "csx",
                                     "kt", "kts", "swift", "scala", "sc", "php", "dart", "sol", "cpp", "cc", "cxx",
                                     "c++", "hpp", "hh", "hxx", "h++", "ipp", "inl", "cu", "cuh", "m", "mm", "r", "jl",
-                                    "pl", "pm")
+                                    "pl", "pm", "vue", "svelte", "html", "htm", "xhtml")
 V9_TREE_SITTER_SYMBOLS = reparse_files(REPARSED_FOR_TREE_SITTER_SYMBOLS)
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from helix_context.ingest.py_layout import python_string_lines
-from helix_context.ingest.symbols_tree import MAX_SYMBOLS, UPPER, treesitter_symbols
+from helix_context.ingest.symbols_tree import MAX_SYMBOLS, SCRIPT_HOSTS, UPPER, embedded_scripts, treesitter_symbols
 from helix_context.models import Symbol
 
 __all__ = ["find_symbols"]
@@ -125,4 +125,8 @@ def find_symbols(text: str, content_type: str, language: str | None) -> list[Sym
         return []
     if language == "python":
         return python_symbols(text)
+    if language in SCRIPT_HOSTS:  # a component's or page's <script> blocks, at their own lines
+        text, language = embedded_scripts(text)
+        if not text.strip():
+            return []
     return sorted(treesitter_symbols(text, language), key=lambda s: (s.start_line, -s.end_line))

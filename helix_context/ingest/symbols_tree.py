@@ -23,7 +23,7 @@ from typing import Any
 from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
 from helix_context.models import Symbol
 
-__all__ = ["MAX_SYMBOLS", "UPPER", "treesitter_symbols"]
+__all__ = ["MAX_SYMBOLS", "SCRIPT_HOSTS", "UPPER", "embedded_scripts", "treesitter_symbols"]
 
 MAX_SYMBOLS = 5000  # per file: generated code can define tens of thousands of tiny functions
 UPPER = re.compile(r"_*[A-Z][A-Z0-9_]*")  # a constant's name: capitals, digits and underscores
@@ -232,6 +232,32 @@ def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
         return None
     text = node_text(name, src)
     return (text, value) if len(text) <= 120 else None
+
+
+# languages whose code is in <script> blocks: a Vue or Svelte component, an HTML page
+SCRIPT_HOSTS = frozenset({"vue", "svelte", "html"})
+_SCRIPT = re.compile(r"(<script\b[^>]*>)(.*?)</script\s*>", re.I | re.S)
+_TS_SCRIPT = re.compile(r"""\blang\s*=\s*["']?(?:ts|typescript|tsx)\b""", re.I)
+
+
+def embedded_scripts(text: str) -> tuple[str, str]:
+    """(the text with everything outside its <script> blocks blanked, the blocks' language).
+
+    Why blanked and not cut out: every line keeps its number, so the symbols of `<script setup lang="ts">`
+    in a Vue component point at their lines in the .vue file. TypeScript where any block says so."""
+    out = []
+    language = "javascript"
+    last = 0
+    for m in _SCRIPT.finditer(text):
+        out.append(re.sub(r"[^\n]", " ", text[last:m.start(2)]))
+        out.append(m.group(2))
+        last = m.end(2)
+        if _TS_SCRIPT.search(m.group(1)):
+            language = "typescript"
+    if not out:
+        return "", language
+    out.append(re.sub(r"[^\n]", " ", text[last:]))
+    return "".join(out), language
 
 
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:

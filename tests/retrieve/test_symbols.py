@@ -495,6 +495,45 @@ def test_each_test_of_a_javascript_test_file_is_pointed_at_by_its_title(helix: H
     assert (top["symbol"], top["start_line"], top["end_line"]) == ("Cart.includes the sales tax in the total", 12, 15)
 
 
+CART_VUE = """<template>
+  <button @click="addItem(sku)">Add</button>
+</template>
+
+<script setup lang="ts">
+import { ref } from 'vue'
+const count = ref(0)
+function addItem(sku: string) {
+  count.value++
+}
+</script>
+
+<style scoped>
+button { color: red; }
+</style>
+"""
+
+
+def test_the_script_of_a_vue_or_svelte_component_or_an_html_page_has_its_symbols_at_their_lines(
+        helix: HelixContextManager, tmp_path: Path) -> None:
+    """A component's code is in its <script> blocks: read as JS/TS (TypeScript where `lang="ts"` says so), its
+    functions point at their lines in the component file; the template and styles define nothing."""
+    got = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(CART_VUE, "code", "vue")}
+    if not got:
+        pytest.skip("no tree-sitter grammar for typescript in this install")
+    assert got == {"addItem": ("function", 8, 10)}
+    svelte = "<script>\n  export let name;\n  function greet() { alert(name); }\n</script>\n<h1>Hello {name}</h1>\n"
+    assert [(s.name, s.start_line) for s in find_symbols(svelte, "code", "svelte")] == [("greet", 3)]
+    page = "<html><body><script src='app.js'></script>\n<script>function init() {}\n</script></body></html>\n"
+    assert [(s.name, s.start_line) for s in find_symbols(page, "code", "html")] == [("init", 2)]
+    assert find_symbols("<html><body><p>function() {}</p></body></html>\n", "code", "html") == []
+
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "Cart.vue").write_text(CART_VUE)
+    helix.ingest_path(tmp_path / "web")
+    top = helix.fingerprint("addItem", max_results=3)[0]
+    assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("addItem", "function", 8, 10)
+
+
 def test_a_typescript_function_bound_to_a_name_and_a_constant_are_pointed_at(helix: HelixContextManager,
                                                                              tmp_path: Path) -> None:
     source = DECLARED["typescript"][0]
