@@ -2,17 +2,21 @@
 language's readers name it.
 
 Why apart from symbols.py: Python is scanned as text for speed; these languages are read from their parse
-tree, one walk for all of them, with what each grammar names differently kept here. Constants are their
-`const` and `static` declarations and capitalised top-level `const`s (`_bound`); a JS/TS function bound to a name (`const fetchUser = async (id) => ...`, `format: (x) => ...` in
-an object) is a function, as is one a module assigns to a property (`exports.handler = async (event) => ...`,
-`Cart.prototype.add = function (item) {...}`: CommonJS modules and classes written before `class`;
-`_assigned`), and a class or object a module exports that way has its methods found. What a node defines is
-read from the whole words of its type (`_node_kind`), and names follow each language: a Go method is its
-receiver's (`Server.Start`), a Rust impl's methods its type's (`Cart.add`).
+tree, one walk for all of them, with what each grammar names differently kept here.
 
-C reads the declarations of its parse tree (functions, prototypes, function-like macros, structs, unions,
-enums, typedefs of them) and never walks a function's body: four nodes in five of a C file are inside bodies,
-where C defines nothing worth pointing at. Other languages walk the whole tree. Unknown languages yield nothing.
+- What a node defines is read from the whole words of its type (`_node_kind`), and names follow each
+  language: a Go method is its receiver's (`Server.Start`), a Rust impl's methods its type's (`Cart.add`).
+- Constants are `const` and `static` declarations and capitalised top-level `const`s (`_bound`).
+- A JS/TS function bound to a name (`const fetchUser = async (id) => ...`, `format: (x) => ...` in an object)
+  is a function, as is one a module assigns to a property (`exports.handler = ...`, `Cart.prototype.add =
+  ...`; `_assigned`); a class or object a module exports that way has its methods found, and a test
+  framework's `describe` / `it` blocks are named by their titles (`_test_block`).
+- Vue, Svelte and HTML files are read for their <script> blocks (`embedded_scripts`).
+- C reads the declarations of its parse tree (functions, prototypes, function-like macros, structs, unions,
+  enums, typedefs of them) and never walks a function's body: four nodes in five of a C file are inside
+  bodies, where C defines nothing worth pointing at.
+
+Other languages walk the whole tree. Unknown languages yield nothing.
 """
 
 from __future__ import annotations
