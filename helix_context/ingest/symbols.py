@@ -29,6 +29,8 @@ __all__ = ["find_symbols"]
 _PY_LINE = re.compile(r"[ \t]*(?:(@)|(?:async[ \t]+)?(def|class)[ \t]+([A-Za-z_]\w*))")
 # `NAME = ...` or `NAME: type = ...` with a capitalised name (not `==`, not `NAME[i] = `, not `A, B = `)
 _PY_ASSIGN = re.compile(r"[ \t]*(_*[A-Z]\w*)[ \t]*(?::[^=\n]*)?=(?!=)")
+# `NAME: dict[` with the annotation going on over the next lines (its `=` comes after the closing bracket)
+_PY_ANNOTATION_OPENS = re.compile(r"[ \t]*(_*[A-Z]\w*)[ \t]*:[^=\n#]*[\[(][ \t]*(?:#.*)?$")
 
 
 def _indent(line: str) -> int:
@@ -91,7 +93,7 @@ def python_symbols(text: str) -> list[Symbol]:
                 out.append(Symbol(qual, kind, start + 1, i + 1))
                 stack.append([ind, qual, kind, start, len(out) - 1])
         elif m is None and not continued and (not stack or stack[-1][2] == "class") and len(out) < MAX_SYMBOLS:
-            a = _PY_ASSIGN.match(line)
+            a = _PY_ASSIGN.match(line) or _PY_ANNOTATION_OPENS.match(line)
             # in a class body only capitals: `Meta = ...` there is rarely what a question names
             if a is not None and (not stack or UPPER.fullmatch(a.group(1))):
                 qual = f"{stack[-1][1]}.{a.group(1)}" if stack else a.group(1)

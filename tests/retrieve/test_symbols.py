@@ -103,6 +103,8 @@ def test_python_constants_match_ast_on_real_code() -> None:
 
 
 def test_python_symbols_are_not_fooled_by_lookalike_lines() -> None:
+    """Only assignments of a module or class are constants (not a condition, a tuple, an item, a keyword
+    argument in capitals); one whose annotation runs over several lines is one, with all its lines."""
     src = textwrap.dedent('''\
         LIMIT = 5
         TABLE = {
@@ -133,10 +135,14 @@ def test_python_symbols_are_not_fooled_by_lookalike_lines() -> None:
             return g(
                 a,
             )
+        HANDLERS: dict[
+            str,
+            int,
+        ] = {"a": 1}
         ''')
     got = {s.name: (s.kind, s.start_line, s.end_line) for s in python_symbols(src)}
     assert got == {"LIMIT": ("constant", 1, 1), "TABLE": ("constant", 2, 4), "OTHER": ("constant", 6, 6),
-                   "f": ("function", 20, 29)}
+                   "f": ("function", 20, 29), "HANDLERS": ("constant", 30, 33)}
 
 
 def test_nested_symbols_kinds_and_decorators() -> None:
