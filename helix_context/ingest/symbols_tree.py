@@ -67,7 +67,7 @@ def _defined_name(node: Any, src: bytes) -> str | None:
     declarations name no field); a Rust `impl` block the type it implements, so its methods are `Cart.add`."""
     if node.type == "impl_item":
         target = node.child_by_field_name("type")
-        return node_text(target, src).split("<", 1)[0].strip() or None if target is not None else None
+        return (node_text(target, src).split("<", 1)[0].strip() or None) if target is not None else None
     name = node_name(node, src)
     if name is None and node.child_by_field_name("name") is None:
         name = next((node_text(c, src) for c in node.named_children if c.type in _NAME_CHILDREN), None)
@@ -122,6 +122,12 @@ _BINDINGS = _CONSTANT_ITEMS | {"assignment", "variable_declarator", "public_fiel
                                 "pair"}
 
 
+def _binding_name(node: Any) -> Any | None:
+    """The identifier a declarator, field or object key binds (`format: function (x) {...}`), else None."""
+    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
+    return name if name is not None and name.type in ("identifier", "property_identifier") else None
+
+
 def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, Any] | None:
     """(kind, name, the node whose lines are its span) for a name a declaration binds to a function or a
     constant; None for anything else. Constants: Go's `const`, Rust's `const`/`static`, and, at the top of a
@@ -138,10 +144,9 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
         if left is not None and left.type == "constant" and _at_top(node):
             return "constant", node_text(left, src), node
         return None
-    # a declarator's or field's name; an object literal's key (`format: function (x) {...}`)
-    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
+    name = _binding_name(node)
     value = node.child_by_field_name("value")
-    if name is None or name.type not in ("identifier", "property_identifier"):
+    if name is None:
         return None
     text = node_text(name, src)
     statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
@@ -231,8 +236,8 @@ def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
     """(name, object) where a declarator, field or key binds a name to an object literal (JS/TS): its methods
     and the functions its keys hold are that name's (`const api = { get() {...} }` defines `api.get`)."""
     value = node.child_by_field_name("value")
-    name = node.child_by_field_name("name") or node.child_by_field_name("property") or node.child_by_field_name("key")
-    if value is None or value.type != "object" or name is None or name.type not in ("identifier", "property_identifier"):
+    name = _binding_name(node) if value is not None and value.type == "object" else None
+    if name is None:
         return None
     text = node_text(name, src)
     return (text, value) if len(text) <= 120 else None
@@ -242,6 +247,7 @@ def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
 SCRIPT_HOSTS = frozenset({"vue", "svelte", "html"})
 _SCRIPT = re.compile(r"(<script\b[^>]*>)(.*?)</script\s*>", re.I | re.S)
 _TS_SCRIPT = re.compile(r"""\blang\s*=\s*["']?(?:ts|typescript|tsx)\b""", re.I)
+_NOT_NEWLINE = re.compile(r"[^\n]")
 
 
 def embedded_scripts(text: str) -> tuple[str, str]:
@@ -253,15 +259,20 @@ def embedded_scripts(text: str) -> tuple[str, str]:
     language = "javascript"
     last = 0
     for m in _SCRIPT.finditer(text):
-        out.append(re.sub(r"[^\n]", " ", text[last:m.start(2)]))
+        out.append(_NOT_NEWLINE.sub(" ", text[last:m.start(2)]))
         out.append(m.group(2))
         last = m.end(2)
         if _TS_SCRIPT.search(m.group(1)):
             language = "typescript"
     if not out:
         return "", language
-    out.append(re.sub(r"[^\n]", " ", text[last:]))
+    out.append(_NOT_NEWLINE.sub(" ", text[last:]))
     return "".join(out), language
+
+
+def _node_symbol(name: str, kind: str, node: Any) -> Symbol:
+    """A symbol spanning `node`'s lines."""
+    return Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1)
 
 
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
@@ -290,7 +301,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if bound is not None:
                 bound_kind, bound_name, span = bound
                 if bound_name and len(bound_name) <= 120:
-                    out.append(Symbol(prefix + bound_name, bound_kind, span.start_point[0] + 1, _end_row(span) + 1))
+                    out.append(_node_symbol(prefix + bound_name, bound_kind, span))
                 if bound_kind == "constant":  # an object literal's methods are still symbols of their own
                     if held is not None:
                         visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
@@ -300,33 +311,31 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                 continue
-            block = _test_block(child, src) if kind_name == "expression_statement" and js else None
-            if block is not None:
-                block_kind, title, callback = block
-                qual = prefix + title
-                out.append(Symbol(qual, "method" if block_kind == "function" and in_class else block_kind,
-                                  child.start_point[0] + 1, _end_row(child) + 1))
-                visit(callback, qual + ".", block_kind == "class", depth + 1)
-                continue
-            assigned = _assigned(child, src) if kind_name == "expression_statement" and js else None
-            if assigned is not None:
-                assigned_kind, assigned_name, value = assigned
-                if assigned_name and len(assigned_name) <= 120:
-                    out.append(Symbol(assigned_name, assigned_kind, child.start_point[0] + 1, _end_row(child) + 1))
-                if assigned_kind != "function" and assigned_kind != "method":  # a class's or object's methods
-                    inside = assigned_kind == "class"
-                    visit(value, assigned_name + "." if assigned_name else "", inside, depth + 1)
-                continue
-            if js and kind_name == "expression_statement" and child.named_child_count == 1 \
-                    and child.named_children[0].type == "internal_module":  # TS: `namespace NS {...}` parses so
-                visit(child, prefix, in_class, depth + 1)
-                continue
+            if js and kind_name == "expression_statement":
+                block = _test_block(child, src)
+                if block is not None:
+                    block_kind, title, callback = block
+                    qual = prefix + title
+                    out.append(_node_symbol(qual, "method" if block_kind == "function" and in_class else block_kind,
+                                            child))
+                    visit(callback, qual + ".", block_kind == "class", depth + 1)
+                    continue
+                assigned = _assigned(child, src)
+                if assigned is not None:
+                    assigned_kind, assigned_name, value = assigned
+                    if assigned_name and len(assigned_name) <= 120:
+                        out.append(_node_symbol(assigned_name, assigned_kind, child))
+                    if assigned_kind not in ("function", "method"):  # a class's or object's methods
+                        visit(value, assigned_name + "." if assigned_name else "", assigned_kind == "class", depth + 1)
+                    continue
+                if child.named_child_count == 1 and child.named_children[0].type == "internal_module":
+                    visit(child, prefix, in_class, depth + 1)  # TS: `namespace NS {...}` parses so
+                    continue
             if kind_name == "binary_operator" and child.named_child_count == 2 \
                     and child.named_children[0].type == "identifier" \
                     and child.named_children[1].type == "function_definition":  # R: `add <- function(x) ...`
                 target = node_text(child.named_children[0], src)
-                out.append(Symbol(prefix + target, "method" if in_class else "function", child.start_point[0] + 1,
-                                  _end_row(child) + 1))
+                out.append(_node_symbol(prefix + target, "method" if in_class else "function", child))
                 visit(child.named_children[1], f"{prefix}{target}.", False, depth + 1)
                 continue
             if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
@@ -347,7 +356,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 name, kind = f"{owner}.{name}", "method"  # Go: `func (s *Server) Start()` is `Server.Start`
             if kind and name and len(name) <= 120:
                 qual = prefix + name.strip().strip("\"'`")  # TS: `declare module "x"`
-                out.append(Symbol(qual, kind, child.start_point[0] + 1, _end_row(child) + 1))
+                out.append(_node_symbol(qual, kind, child))
                 visit(child, qual + ".", kind == "class" and kind_name not in _NAMESPACES, depth + 1)
             else:
                 visit(child, prefix, in_class, depth + 1)
@@ -395,7 +404,7 @@ def c_symbols(root: Any, src: bytes) -> list[Symbol]:
 
     def add(name: str | None, kind: str, node: Any) -> None:
         if name and len(name) <= 120 and len(out) < MAX_SYMBOLS:
-            out.append(Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1))
+            out.append(_node_symbol(name, kind, node))
 
     def record(spec: Any, prefix: str, alias: str | None, span: Any) -> None:
         body = spec.child_by_field_name("body")
