@@ -9,8 +9,9 @@ tree, one walk for all of them, with what each grammar names differently kept he
 - Constants are `const` and `static` declarations and capitalised top-level `const`s (`_bound`).
 - A JS/TS function bound to a name (`const fetchUser = async (id) => ...`, `format: (x) => ...` in an object)
   is a function, as is one a module assigns to a property (`exports.handler = ...`, `Cart.prototype.add =
-  ...`; `_assigned`); a class or object a module exports that way has its methods found, and a test
-  framework's `describe` / `it` blocks are named by their titles (`_test_block`).
+  ...`; `_assigned`); a class or object a module exports that way has its methods found.
+- Calls that define something (call_definitions.py): tests named by their titles (`it('adds the tax', ...)`,
+  RSpec's `it 'adds the tax' do`) and web routes' handlers by their method and path (`GET /users/:id`).
 - Vue, Svelte and HTML files are read for their <script> blocks (`embedded_scripts`).
 - C reads the declarations of its parse tree (functions, prototypes, function-like macros, structs, unions,
   enums, typedefs of them) and never walks a function's body: four nodes in five of a C file are inside
@@ -24,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from helix_context.ingest.call_definitions import CALL_STATEMENTS, JS_FUNCTIONS, call_definitions
 from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
 from helix_context.models import Symbol
 
@@ -97,9 +99,6 @@ def _receiver(node: Any, src: bytes) -> str | None:
     return last[0].lstrip("*").split("[", 1)[0] or None
 
 
-# a name bound to a function (`const fetchUser = async (id) => ...`, `handle = () => ...` in a class) is that function
-_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function",
-                              "generator_function_expression"})
 # declarations that bind a constant whatever its name's case
 _CONSTANT_ITEMS = frozenset({"const_spec", "const_item", "static_item"})  # Go; Rust
 _DECLARATION_STATEMENTS = frozenset({"lexical_declaration", "variable_declaration", "field_declaration"})
@@ -152,7 +151,7 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
     statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
     if statement.parent is not None and statement.parent.type == "export_statement":
         statement = statement.parent
-    if value is not None and value.type in _FUNCTION_VALUES:
+    if value is not None and value.type in JS_FUNCTIONS:
         return ("method" if in_class else "function"), text, statement
     words = node_text(statement, src)[:120].split("=", 1)[0].split()  # `export const`, `public static final int`
     fixed = "const" in words or ("static" in words and (statement.type != "field_declaration" or "final" in words))
@@ -183,7 +182,7 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
     left, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
     if left is None or value is None or left.type != "member_expression":
         return None
-    kind = "function" if value.type in _FUNCTION_VALUES else value.type
+    kind = "function" if value.type in JS_FUNCTIONS else value.type
     if kind not in ("function", "class", "object"):
         return None
     chain = node_text(left, src)
@@ -202,34 +201,6 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
     if kind == "function" and len(parts) > 1:
         kind = "method"
     return kind, ".".join(p for p in parts if p != "prototype"), value
-
-
-# the test frameworks' blocks (Jest, Vitest, Mocha, Jasmine): a `describe` groups, an `it` or `test` is one test
-_TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it": "function", "test": "function",
-                "specify": "function"}
-_TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})
-
-
-def _test_block(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
-    """(kind, title, callback) for `describe('Cart', () => {...})` or `it('adds items', ...)` (also `.only`,
-    `.skip`); None otherwise. A JS test is a call, not a definition, so without this a test file's tests
-    had no names: a pointer into one was a stretch of lines. The title is the name (its dots made spaces,
-    since a dot joins a qualified name), and a `describe`'s tests are named within it: `Cart.adds items`."""
-    if statement.named_child_count != 1 or statement.named_children[0].type != "call_expression":
-        return None
-    call = statement.named_children[0]
-    head, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
-    if head is None or args is None:
-        return None
-    words = node_text(head, src).split(".")
-    kind = _TEST_BLOCKS.get(words[0])
-    if kind is None or len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
-        return None
-    items = args.named_children
-    if len(items) < 2 or items[0].type != "string" or items[1].type not in _FUNCTION_VALUES:
-        return None
-    title = " ".join(node_text(items[0], src, 200)[1:-1].replace(".", " ").split())[:100]
-    return (kind, title, items[1]) if title else None
 
 
 def _held_object(node: Any, src: bytes) -> tuple[str, Any] | None:
@@ -311,15 +282,15 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                 continue
+            defined = call_definitions(child, src) if kind_name in CALL_STATEMENTS else []
+            for each in defined:  # a test or a group of tests, a route's handler
+                qual = prefix + each.name if each.nested else each.name
+                method = each.kind == "function" and in_class and each.nested
+                out.append(_node_symbol(qual, "method" if method else each.kind, each.span))
+                visit(each.body, qual + ".", each.kind == "class", depth + 1)
+            if defined:
+                continue
             if js and kind_name == "expression_statement":
-                block = _test_block(child, src)
-                if block is not None:
-                    block_kind, title, callback = block
-                    qual = prefix + title
-                    out.append(_node_symbol(qual, "method" if block_kind == "function" and in_class else block_kind,
-                                            child))
-                    visit(callback, qual + ".", block_kind == "class", depth + 1)
-                    continue
                 assigned = _assigned(child, src)
                 if assigned is not None:
                     assigned_kind, assigned_name, value = assigned

@@ -459,48 +459,6 @@ def test_tree_sitter_languages_name_their_constants_and_functions_bound_to_names
     assert got == want
 
 
-CART_TEST = """const { Cart } = require('../src/cart');
-
-describe('Cart', () => {
-  let cart;
-  beforeEach(() => { cart = new Cart(); });
-
-  it('adds an item and counts it', () => {
-    cart.add({ sku: 'a', price: 5 });
-    expect(cart.count()).toBe(1);
-  });
-
-  it('includes the sales tax in the total', () => {
-    cart.add({ sku: 'a', price: 10 });
-    expect(cart.total({ taxRate: 0.2 })).toBe(12);
-  });
-
-  describe.skip('discounts', () => {
-    test('a coupon takes 10 percent off', async () => {
-      expect(await cart.apply('TEN')).toBe(true);
-    });
-  });
-});
-"""
-
-
-def test_each_test_of_a_javascript_test_file_is_pointed_at_by_its_title(helix: HelixContextManager,
-                                                                         tmp_path: Path) -> None:
-    """A Jest/Mocha test is a call, `it('includes the sales tax in the total', ...)`: named by its title inside
-    its `describe`, the test a question describes is a pointer of its own, not a stretch of the file."""
-    syms = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(CART_TEST, "code", "javascript")}
-    if not syms:
-        pytest.skip("no tree-sitter grammar for javascript in this install")
-    assert syms == {"Cart": ("class", 3, 22), "Cart.adds an item and counts it": ("method", 7, 10),
-                    "Cart.includes the sales tax in the total": ("method", 12, 15),
-                    "Cart.discounts": ("class", 17, 21), "Cart.discounts.a coupon takes 10 percent off": ("method", 18, 20)}
-    (tmp_path / "shop" / "test").mkdir(parents=True)
-    (tmp_path / "shop" / "test" / "cart.test.js").write_text(CART_TEST)
-    helix.ingest_path(tmp_path / "shop")
-    top = helix.fingerprint("which test checks that tax is added to the cart total", max_results=3)[0]
-    assert (top["symbol"], top["start_line"], top["end_line"]) == ("Cart.includes the sales tax in the total", 12, 15)
-
-
 CART_VUE = """<template>
   <button @click="addItem(sku)">Add</button>
 </template>

@@ -1,6 +1,7 @@
-"""Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS) and
-JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS). A genome indexed before re-parses those
-files on the next ingest, and a question naming the symbol then points at its lines."""
+"""Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS),
+JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS) and route handlers (V_CALL_DEFINITIONS). A
+genome indexed before re-parses those files on the next ingest, and a question naming the symbol then points at its
+lines."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ _SOURCE = "MAX_RETRIES = 5\n\n\ndef fetch(get, url):\n    for _ in range(MAX_RET
 
 
 _JS = "exports.handler = async (event) => {\n  return respond(event);\n};\n"
+_ROUTES = ("router.get('/users/:id', async (req, res) => {\n  res.json(await accounts.find(req.params.id));\n});\n\n"
+           "router.delete('/users/:id', async (req, res) => {\n  await accounts.remove(req.params.id);\n"
+           "  res.status(204).end();\n});\n")
 
 # schema version an older Helix left, its files, the file it marks for a re-parse, the question, the pointer wanted
 UPGRADES = {
@@ -26,6 +30,8 @@ UPGRADES = {
                   "MAX_RETRIES", ("MAX_RETRIES", "constant", 1, 1)),
     "assigned-functions": (7, {"lambda.js": _JS, "retry.py": _SOURCE}, "lambda.js",
                            "handler", ("handler", "function", 1, 3)),
+    "route-handlers": (8, {"users.js": _ROUTES, "retry.py": _SOURCE}, "users.js",
+                       "which handler serves DELETE /users/:id", ("DELETE /users/:id", "function", 5, 8)),
 }
 
 

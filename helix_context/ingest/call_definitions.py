@@ -1,0 +1,210 @@
+"""Calls that define something: a test framework's blocks and a web framework's routes, named as readers name them.
+
+Why: much of what a reader looks for in JavaScript, TypeScript, Go and Ruby is no declaration but a call
+handed a function, and without a name it is a nameless stretch of its file:
+
+- tests: `describe('Cart', () => { it('adds the tax', () => {...}) })` (Jest, Vitest, Mocha, Jasmine) and
+  RSpec's `describe Cart do ... it 'adds the tax' do ... end end`. A group is a class, each test a method of
+  it, named by its title: `Cart.adds the tax`. "Which test checks the tax" then points at that test's lines.
+- routes: `app.get('/users/:id', (req, res) => {...})` (Express, Koa, Fastify, Hono; also the chained
+  `router.route('/books').get(...).post(...)`), Gin's, Echo's and chi's `r.GET("/users/:id", func(c) {...})`,
+  net/http's `http.HandleFunc("/health", func(w, r) {...})` and Sinatra's `get '/users/:id' do ... end`. A
+  handler is a function named by its method and path, `GET /users/:id`, so "which handler serves
+  GET /users/:id" or "where is the login endpoint" points at the handler.
+
+A route is named by its method and path wherever it is registered (inside `func setupRouter()` or a
+Sinatra class too): that is how readers and logs name it. A title's or path's dots become spaces, as a dot joins a qualified name (`Cart.add`). A route whose handler
+is a function defined elsewhere (`app.get('/x', users.show)`) names nothing here: that function is a symbol
+of its own.
+
+Contract: `call_definitions(node, src)` takes one node of a parse tree and returns what it defines, each with
+the node whose lines it spans and the node whose contents belong to it (so a `describe`'s tests are named
+within it, and a handler's nested functions within the route); [] for any other node, cheaply, as it is asked of every statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from helix_context.ingest.treesitter import node_text
+
+__all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions"]
+
+# the node types that may hold such a call: a JS/TS or Go statement, a Ruby call (Ruby has no statement node)
+CALL_STATEMENTS = frozenset({"expression_statement", "call"})
+
+# a test framework's blocks: a group is a class, a test a function
+_TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it": "function", "test": "function",
+                "specify": "function", "example": "function"}
+_TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})  # `it.only(...)`, `describe.skip`
+_TEST_RECEIVERS = frozenset({"RSpec"})  # `RSpec.describe Cart do`
+
+# a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
+_ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
+                  "del": "DELETE", "head": "HEAD", "options": "OPTIONS", "all": "ALL", "any": "ANY", "use": "USE",
+                  "handle": "", "handlefunc": ""}
+
+# a JS/TS function value (symbols_tree.py reads the same for a name bound to one)
+JS_FUNCTIONS = frozenset({"arrow_function", "function_expression", "function", "generator_function",
+                          "generator_function_expression"})
+# function values handed to a call: JS/TS, Go's func literal; a Ruby call's block
+_FUNCTIONS = JS_FUNCTIONS | {"func_literal"}
+_RUBY_BLOCKS = frozenset({"do_block", "block"})
+# string literals a title or a path is written as (JS/TS and Ruby, JS's template string, Go's two kinds)
+_STRINGS = frozenset({"string", "template_string", "interpreted_string_literal", "raw_string_literal"})
+_RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
+_MAX_NAME = 100
+# the last words of the callees that may define something (any case: Go's `r.GET`), a chain's `route` included
+_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, *_ROUTE_METHODS, "route"})
+
+
+@dataclass(frozen=True)
+class CallDefinition:
+    kind: str  # "class" (a group of tests) or "function" (a test, a route's handler)
+    name: str
+    span: Any  # the node whose lines the symbol spans
+    body: Any  # the node whose contents belong to it
+    nested: bool = True  # named within its enclosing symbol (a test in its group); a route is its path alone
+
+
+@dataclass(frozen=True)
+class _Call:
+    node: Any
+    words: list[str]  # the callee as written, split at dots: ["app", "get"], ["it", "only"], ["RSpec", "describe"]
+    args: list[Any]
+    function: Any | None  # the function or block handed to it, the last one where there are several
+    receiver: Any | None  # a JS/Go callee's object (the call before it in a chain); None for a plain name
+
+
+def call_definitions(node: Any, src: bytes) -> list[CallDefinition]:
+    """What the call in `node` defines: a test group, a test or a route's handler ([] for anything else)."""
+    call = _call(_the_call(node), src)
+    if call is None:
+        return []
+    test = _test_block(call, node, src)
+    if test is not None:
+        return [test]
+    return _routes(call, node, src)
+
+
+def _the_call(node: Any) -> Any | None:
+    if node.type == "call":  # Ruby
+        return node
+    if node.type == "expression_statement" and node.named_child_count == 1:
+        inner = node.named_children[0]
+        return inner if inner.type == "call_expression" else None
+    return None
+
+
+def _call(node: Any | None, src: bytes) -> _Call | None:
+    """The call's parts, or None at once where its callee's last word is none a definition is called by (most
+    calls: this is asked of every statement)."""
+    if node is None:
+        return None
+    if node.type == "call":  # Ruby: receiver.method arguments block
+        method = node.child_by_field_name("method")
+        if method is None or node_text(method, src).lower() not in _CALLEES:
+            return None
+        receiver, block = node.child_by_field_name("receiver"), node.child_by_field_name("block")
+        if receiver is not None and receiver.type != "constant":
+            return None
+        args_node = node.child_by_field_name("arguments")
+        words = ([node_text(receiver, src)] if receiver is not None else []) + [node_text(method, src)]
+        return _Call(node, words, args_node.named_children if args_node is not None else [],
+                     block if block is not None and block.type in _RUBY_BLOCKS else None, None)
+    if node.type != "call_expression":
+        return None
+    head = node.child_by_field_name("function")
+    if head is None:
+        return None
+    if head.type == "identifier":
+        receiver, last = None, head
+    elif head.type in ("member_expression", "selector_expression"):
+        receiver = head.child_by_field_name("object") or head.child_by_field_name("operand")
+        last = head.child_by_field_name("property") or head.child_by_field_name("field")
+    else:
+        return None
+    name = node_text(last, src) if last is not None else ""
+    args_node = node.child_by_field_name("arguments")
+    if name.lower() not in _CALLEES or args_node is None:
+        return None
+    args = args_node.named_children
+    functions = [a for a in args if a.type in _FUNCTIONS]
+    words = [*_words(receiver, src), name] if receiver is not None else [name]
+    return _Call(node, words, args, functions[-1] if functions else None, receiver)
+
+
+def _words(node: Any, src: bytes) -> list[str]:
+    """A callee's object as words: `app` → ["app"], `this.router` → ["this", "router"], a call → ["()"]."""
+    if node.type in ("call_expression", "call"):
+        return ["()"]
+    return node_text(node, src, 200).split(".")
+
+
+def _literal(node: Any, src: bytes) -> str | None:
+    """A string literal's text without its quotes; None for anything else or one with substitutions."""
+    if node.type not in _STRINGS or any(c.type in ("template_substitution", "interpolation")
+                                        for c in node.named_children):
+        return None
+    return node_text(node, src, 400)[1:-1]
+
+
+def _name(text: str) -> str:
+    return " ".join(text.replace(".", " ").split())[:_MAX_NAME]
+
+
+def _test_block(call: _Call, statement: Any, src: bytes) -> CallDefinition | None:
+    """`describe('Cart', () => {...})`, `it.only('adds', ...)`, RSpec's `RSpec.describe Cart do`, `it 'adds' do`."""
+    words = call.words
+    if words[0] in _TEST_RECEIVERS and len(words) == 2:
+        words = words[1:]
+    kind = _TEST_BLOCKS.get(words[0])
+    if kind is None or len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
+        return None
+    ruby = call.node.type == "call"
+    # Ruby: the title, then a block; JS: the title, then the function (a later argument may be a timeout)
+    body = call.function if ruby else (call.args[1] if len(call.args) >= 2 else None)
+    if body is None or not call.args or (not ruby and body.type not in _FUNCTIONS):
+        return None
+    first = call.args[0]
+    title = _literal(first, src)
+    if title is None and ruby and first.type in _RUBY_TITLES:
+        title = node_text(first, src)
+    name = _name(title or "")
+    return CallDefinition(kind, name, statement, body) if name else None
+
+
+def _routes(call: _Call, statement: Any, src: bytes) -> list[CallDefinition]:
+    """`app.get('/users/:id', auth, (req, res) => {...})`, `r.GET("/x", func(c *gin.Context) {...})`, Sinatra's
+    `get '/x' do`, and each handler of a chain `router.route('/books').get(fn).post(fn)`."""
+    method = _ROUTE_METHODS.get(call.words[-1].lower())
+    if method is not None and call.function is not None and call.args:
+        path = _literal(call.args[0], src)
+        plain = call.node.type == "call" or len(call.words) >= 2  # Ruby's `get '/x' do`; JS/Go: `app.get`
+        if path is not None and path[:1] in ("/", "*") and plain and call.words[0] != "()":
+            name = _name(f"{method} {path}".strip())
+            return [CallDefinition("function", name, statement, call.function, nested=False)]
+    return _chained_routes(call, src)
+
+
+def _chained_routes(call: _Call, src: bytes) -> list[CallDefinition]:
+    """Express's `router.route('/books').get(...).post(...)`: each method's handler, named with the route's path."""
+    links: list[_Call] = []
+    link: _Call | None = call
+    while link is not None and len(links) < 16:
+        links.append(link)
+        link = _call(link.receiver, src) if link.receiver is not None else None
+    root = links[-1]
+    if len(links) < 2 or root.words[-1] != "route" or not root.args:
+        return []
+    path = _literal(root.args[0], src)
+    if path is None or path[:1] not in ("/", "*"):
+        return []
+    out = []
+    for each in reversed(links[:-1]):
+        method = _ROUTE_METHODS.get(each.words[-1].lower())
+        if method and each.function is not None:
+            out.append(CallDefinition("function", _name(f"{method} {path}"), each.function, each.function,
+                                      nested=False))
+    return out

@@ -1,0 +1,206 @@
+"""Calls that define something: a test framework's tests named by their titles, a web framework's route handlers
+by their method and path (ingest/call_definitions.py). A question about one points at its lines, not at a
+stretch of the file that registers it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from helix_context import HelixContextManager
+from helix_context.ingest.symbols import find_symbols
+
+CART_TEST = """const { Cart } = require('../src/cart');
+
+describe('Cart', () => {
+  let cart;
+  beforeEach(() => { cart = new Cart(); });
+
+  it('adds an item and counts it', () => {
+    cart.add({ sku: 'a', price: 5 });
+    expect(cart.count()).toBe(1);
+  });
+
+  it('includes the sales tax in the total', () => {
+    cart.add({ sku: 'a', price: 10 });
+    expect(cart.total({ taxRate: 0.2 })).toBe(12);
+  });
+
+  describe.skip('discounts', () => {
+    test('a coupon takes 10 percent off', async () => {
+      expect(await cart.apply('TEN')).toBe(true);
+    });
+  });
+});
+"""
+
+CART_SPEC = """require 'cart'
+
+RSpec.describe Cart do
+  let(:cart) { Cart.new }
+
+  it 'adds an item and counts it' do
+    cart.add(sku: 'a', price: 5)
+    expect(cart.count).to eq(1)
+  end
+
+  context 'with a tax rate' do
+    it 'includes the sales tax in the total' do
+      cart.add(sku: 'a', price: 10)
+      expect(cart.total(tax_rate: 0.2)).to eq(12)
+    end
+  end
+end
+"""
+
+# small handlers, packed into one stored gene by the chunker: each route must still be a pointer of its own
+EXPRESS = """const express = require('express');
+const router = express.Router();
+
+router.get('/users/:id', requireLogin, async (req, res) => {
+  const account = await accounts.find(req.params.id);
+  res.json(account);
+});
+
+router.delete('/users/:id', requireAdmin, async (req, res) => {
+  await accounts.remove(req.params.id);
+  res.status(204).end();
+});
+
+router.route('/sessions')
+  .post((req, res) => {
+    res.json(sessions.open(req.body));
+  })
+  .delete(function (req, res) {
+    sessions.close(req.cookies.sid);
+    res.end();
+  });
+
+router.post('/orders', placeOrder);
+cache.get('users', (err, hit) => {});
+
+module.exports = router;
+"""
+
+GIN = """package api
+
+func Register(r *gin.Engine) {
+	r.GET("/health", func(c *gin.Context) {
+		c.String(200, "ok")
+	})
+	r.POST("/invoices", func(c *gin.Context) {
+		c.JSON(201, billing.Issue(c))
+	})
+	http.HandleFunc("/metrics", func(w http.ResponseWriter, req *http.Request) {
+		metrics.Write(w)
+	})
+}
+"""
+
+SINATRA = """require 'sinatra'
+
+class Shop < Sinatra::Base
+  get '/products/:sku' do
+    Product.find(params[:sku]).to_json
+  end
+
+  post '/checkout' do
+    Checkout.new(params).run
+  end
+end
+"""
+
+# language, file, its source, the symbols it defines: name -> (kind, first line, last line)
+DEFINED = {
+    "javascript-tests": ("javascript", "test/cart.test.js", CART_TEST, {
+        "Cart": ("class", 3, 22), "Cart.adds an item and counts it": ("method", 7, 10),
+        "Cart.includes the sales tax in the total": ("method", 12, 15), "Cart.discounts": ("class", 17, 21),
+        "Cart.discounts.a coupon takes 10 percent off": ("method", 18, 20)}),
+    "rspec": ("ruby", "spec/cart_spec.rb", CART_SPEC, {
+        "Cart": ("class", 3, 17), "Cart.adds an item and counts it": ("method", 6, 9),
+        "Cart.with a tax rate": ("class", 11, 16),
+        "Cart.with a tax rate.includes the sales tax in the total": ("method", 12, 15)}),
+    "express": ("javascript", "routes/users.js", EXPRESS, {
+        "GET /users/:id": ("function", 4, 7), "DELETE /users/:id": ("function", 9, 12),
+        "POST /sessions": ("function", 15, 17), "DELETE /sessions": ("function", 18, 21)}),
+    "gin": ("go", "api/routes.go", GIN, {
+        "Register": ("function", 3, 13), "GET /health": ("function", 4, 6), "POST /invoices": ("function", 7, 9),
+        "/metrics": ("function", 10, 12)}),
+    "sinatra": ("ruby", "shop.rb", SINATRA, {
+        "Shop": ("class", 3, 11), "GET /products/:sku": ("function", 4, 6), "POST /checkout": ("function", 8, 10)}),
+}
+
+
+def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
+    got = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(source, "code", language)}
+    if not got:
+        pytest.skip(f"no tree-sitter grammar for {language} in this install")
+    return got
+
+
+@pytest.mark.parametrize("case", sorted(DEFINED))
+def test_tests_and_route_handlers_are_named_as_their_readers_name_them(case: str) -> None:
+    """A test by its title inside its group; a handler by its method and path, wherever the route is registered
+    (inside `func Register` or a Sinatra class). A handler defined elsewhere (`placeOrder`) and a call that merely
+    takes a callback (`cache.get('users', cb)`) define nothing here."""
+    language, _, source, want = DEFINED[case]
+    assert _symbols(language, source) == want
+
+
+# case, question, the pointer wanted: (symbol, first line, last line)
+ASKED = [
+    ("javascript-tests", "which test checks that tax is added to the cart total",
+     ("Cart.includes the sales tax in the total", 12, 15)),
+    ("rspec", "which spec checks that tax is added to the cart total",
+     ("Cart.with a tax rate.includes the sales tax in the total", 12, 15)),
+    ("express", "which handler serves DELETE /users/:id", ("DELETE /users/:id", 9, 12)),
+    ("express", "where is the endpoint that logs a user out by closing the session", ("DELETE /sessions", 18, 21)),
+    ("gin", "where is the invoices endpoint handled", ("POST /invoices", 7, 9)),
+    ("sinatra", "which route serves a product by its sku", ("GET /products/:sku", 4, 6)),
+]
+
+
+@pytest.mark.parametrize(("case", "question", "want"), ASKED, ids=[f"{c}: {q}" for c, q, _ in ASKED])
+def test_a_question_about_a_test_or_a_route_points_at_its_lines(helix: HelixContextManager, tmp_path: Path,
+                                                                 case: str, question: str,
+                                                                 want: tuple[str, int, int]) -> None:
+    """Before, these were calls: the question got the whole file (or the gene packing every handler)."""
+    language, relpath, source, _ = DEFINED[case]
+    _symbols(language, source)
+    target = tmp_path / "app" / relpath
+    target.parent.mkdir(parents=True)
+    target.write_text(source)
+    helix.ingest_path(tmp_path / "app")
+    top = helix.fingerprint(question, max_results=3)[0]
+    assert (top["symbol"], top["start_line"], top["end_line"]) == want
+
+
+def test_an_older_genome_names_its_routes_on_the_next_ingest(settings, tmp_path: Path) -> None:
+    """Upgrading: a genome indexed before routes were named marks its JS/TS, Go and Ruby files (only those) for
+    one re-parse; the next ingest names the handlers without new genes."""
+    from helix_context.genome.schema import MIGRATIONS, V10_CALL_DEFINITIONS
+
+    _symbols("javascript", EXPRESS)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "users.js").write_text(EXPRESS)
+    (tmp_path / "app" / "README.md").write_text("# Accounts\n\nThe users API.\n")
+    old = HelixContextManager(settings)
+    old.ingest_path(tmp_path / "app")
+    path = old.genome.path
+    old.close()
+    with sqlite3.connect(path) as conn:  # as an older Helix left it: no route handlers among the symbols
+        conn.execute("DELETE FROM symbols WHERE name LIKE '% /%'")
+        conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(V10_CALL_DEFINITIONS)}")
+    conn.close()
+    helix = HelixContextManager(settings)
+    try:
+        sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
+        assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"users.js": True, "README.md": False}
+        report = helix.ingest_path(tmp_path / "app")
+        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        top = helix.fingerprint("which handler serves DELETE /users/:id", max_results=3)[0]
+        assert (top["symbol"], top["start_line"], top["end_line"]) == ("DELETE /users/:id", 9, 12)
+    finally:
+        helix.close()
