@@ -1,6 +1,6 @@
 """Calls that define something: a test framework's blocks and a web framework's routes, named as readers name them.
 
-Why: much of what a reader looks for in JavaScript, TypeScript, Go and Ruby is no declaration but a call
+Why: much of what a reader looks for in a web app or a test file is no declaration but a call
 handed a function, and without a name it is a nameless stretch of its file:
 
 - tests: `describe('Cart', () => { it('adds the tax', () => {...}) })` (Jest, Vitest, Mocha, Jasmine) and
@@ -8,7 +8,9 @@ handed a function, and without a name it is a nameless stretch of its file:
   it, named by its title: `Cart.adds the tax`. "Which test checks the tax" then points at that test's lines.
 - routes: `app.get('/users/:id', (req, res) => {...})` (Express, Koa, Fastify, Hono; also the chained
   `router.route('/books').get(...).post(...)`), Gin's, Echo's and chi's `r.GET("/users/:id", func(c) {...})`,
-  net/http's `http.HandleFunc("/health", func(w, r) {...})` and Sinatra's `get '/users/:id' do ... end`. A
+  net/http's `http.HandleFunc("/health", func(w, r) {...})`, Sinatra's `get '/users/:id' do ... end`, ASP.NET
+  Core's `app.MapGet("/users/{id}", (int id) => ...)`, Laravel's `Route::get('/users/{id}', function ($id)
+  {...})`, Slim's `$app->get(...)` and Spark's and Javalin's `get("/users/:id", (req, res) -> ...)`. A
   handler is a function named by its method and path, `GET /users/:id`, so "which handler serves
   GET /users/:id" or "where is the login endpoint" points at the handler.
 
@@ -31,8 +33,21 @@ from helix_context.ingest.treesitter import node_text
 
 __all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions"]
 
-# the node types that may hold such a call: a JS/TS or Go statement, a Ruby call (Ruby has no statement node)
+# the node types that may hold such a call: a statement, or a Ruby call (Ruby has no statement node)
 CALL_STATEMENTS = frozenset({"expression_statement", "call"})
+# a call's node type -> the fields of its callee's object and last name; None: both in its "function" field
+_CALL_NODES: dict[str, tuple[str, str] | None] = {
+    "call_expression": None,  # JS/TS, Go
+    "invocation_expression": None,  # C#
+    "function_call_expression": None,  # PHP `get(...)`
+    "method_invocation": ("object", "name"),  # Java
+    "member_call_expression": ("object", "name"),  # PHP `$app->get(...)`
+    "scoped_call_expression": ("scope", "name"),  # PHP `Route::get(...)`
+    "call": ("receiver", "method"),  # Ruby
+}
+# a member access as a callee -> the fields of its object and name
+_MEMBERS = {"member_expression": ("object", "property"), "selector_expression": ("operand", "field"),
+            "member_access_expression": ("expression", "name")}
 
 # a test framework's blocks: a group is a class, a test a function
 _TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it": "function", "test": "function",
@@ -43,16 +58,22 @@ _TEST_RECEIVERS = frozenset({"RSpec"})  # `RSpec.describe Cart do`
 # a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
 _ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
                   "del": "DELETE", "head": "HEAD", "options": "OPTIONS", "all": "ALL", "any": "ANY", "use": "USE",
-                  "handle": "", "handlefunc": ""}
+                  "handle": "", "handlefunc": "", "map": "",
+                  # ASP.NET Core's minimal APIs: `app.MapGet("/users/{id}", (int id) => ...)`
+                  "mapget": "GET", "mappost": "POST", "mapput": "PUT", "mappatch": "PATCH", "mapdelete": "DELETE"}
 
 # a JS/TS function value (symbols_tree.py reads the same for a name bound to one)
 JS_FUNCTIONS = frozenset({"arrow_function", "function_expression", "function", "generator_function",
                           "generator_function_expression"})
-# function values handed to a call: JS/TS, Go's func literal; a Ruby call's block
-_FUNCTIONS = JS_FUNCTIONS | {"func_literal"}
+# function values handed to a call: JS/TS; Go's func literal; C#'s and Java's lambdas; PHP's closures
+_FUNCTIONS = JS_FUNCTIONS | {"func_literal", "lambda_expression", "anonymous_function",
+                             "anonymous_function_creation_expression"}
 _RUBY_BLOCKS = frozenset({"do_block", "block"})
-# string literals a title or a path is written as (JS/TS and Ruby, JS's template string, Go's two kinds)
-_STRINGS = frozenset({"string", "template_string", "interpreted_string_literal", "raw_string_literal"})
+# string literals a title or a path is written as, and what one without substitutions holds
+_STRINGS = frozenset({"string", "template_string", "interpreted_string_literal", "raw_string_literal",
+                      "string_literal", "encapsed_string"})
+_STRING_PARTS = frozenset({"string_content", "string_fragment", "interpreted_string_literal_content",
+                           "string_literal_content", "escape_sequence"})
 _RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
 _MAX_NAME = 100
 # the last words of the callees that may define something (any case: Go's `r.GET`), a chain's `route` included
@@ -93,59 +114,59 @@ def _the_call(node: Any) -> Any | None:
         return node
     if node.type == "expression_statement" and node.named_child_count == 1:
         inner = node.named_children[0]
-        return inner if inner.type == "call_expression" else None
+        return inner if inner.type in _CALL_NODES else None
     return None
 
 
 def _call(node: Any | None, src: bytes) -> _Call | None:
     """The call's parts, or None at once where its callee's last word is none a definition is called by (most
     calls: this is asked of every statement)."""
-    if node is None:
+    if node is None or node.type not in _CALL_NODES:
         return None
-    if node.type == "call":  # Ruby: receiver.method arguments block
-        method = node.child_by_field_name("method")
-        if method is None or node_text(method, src).lower() not in _CALLEES:
-            return None
-        receiver, block = node.child_by_field_name("receiver"), node.child_by_field_name("block")
-        if receiver is not None and receiver.type != "constant":
-            return None
-        args_node = node.child_by_field_name("arguments")
-        words = ([node_text(receiver, src)] if receiver is not None else []) + [node_text(method, src)]
-        return _Call(node, words, args_node.named_children if args_node is not None else [],
-                     block if block is not None and block.type in _RUBY_BLOCKS else None, None)
-    if node.type != "call_expression":
-        return None
-    head = node.child_by_field_name("function")
-    if head is None:
-        return None
-    if head.type == "identifier":
-        receiver, last = None, head
-    elif head.type in ("member_expression", "selector_expression"):
-        receiver = head.child_by_field_name("object") or head.child_by_field_name("operand")
-        last = head.child_by_field_name("property") or head.child_by_field_name("field")
+    fields = _CALL_NODES[node.type]
+    if fields is None:  # the callee is one node: a name, or a member of something
+        head = node.child_by_field_name("function")
+        receiver, last = _member(head) if head is not None else (None, None)
     else:
-        return None
+        receiver, last = node.child_by_field_name(fields[0]), node.child_by_field_name(fields[1])
     name = node_text(last, src) if last is not None else ""
-    args_node = node.child_by_field_name("arguments")
-    if name.lower() not in _CALLEES or args_node is None:
+    if name.lower() not in _CALLEES:
         return None
-    args = args_node.named_children
+    if node.type == "call" and receiver is not None and receiver.type != "constant":
+        return None  # Ruby: `expect(x).to ...`, `list.each do`
+    holder = node.child_by_field_name("arguments")
+    args = [_unwrapped(a) for a in holder.named_children] if holder is not None else []
     functions = [a for a in args if a.type in _FUNCTIONS]
+    block = node.child_by_field_name("block")  # Ruby's `do ... end`
+    if block is not None and block.type in _RUBY_BLOCKS:
+        functions.append(block)
     words = [*_words(receiver, src), name] if receiver is not None else [name]
     return _Call(node, words, args, functions[-1] if functions else None, receiver)
 
 
+def _member(head: Any) -> tuple[Any | None, Any | None]:
+    """(object, name) of a callee: `app.get` → (app, get); a plain name → (None, name)."""
+    fields = _MEMBERS.get(head.type)
+    if fields is not None:
+        return head.child_by_field_name(fields[0]), head.child_by_field_name(fields[1])
+    return (None, head) if head.type in ("identifier", "name") else (None, None)
+
+
+def _unwrapped(arg: Any) -> Any:
+    """C#'s and PHP's arguments are wrapped (`argument`): the value inside."""
+    return arg.named_children[0] if arg.type == "argument" and arg.named_child_count == 1 else arg
+
+
 def _words(node: Any, src: bytes) -> list[str]:
     """A callee's object as words: `app` → ["app"], `this.router` → ["this", "router"], a call → ["()"]."""
-    if node.type in ("call_expression", "call"):
+    if node.type in _CALL_NODES:
         return ["()"]
     return node_text(node, src, 200).split(".")
 
 
 def _literal(node: Any, src: bytes) -> str | None:
     """A string literal's text without its quotes; None for anything else or one with substitutions."""
-    if node.type not in _STRINGS or any(c.type in ("template_substitution", "interpolation")
-                                        for c in node.named_children):
+    if node.type not in _STRINGS or any(c.type not in _STRING_PARTS for c in node.named_children):
         return None
     return node_text(node, src, 400)[1:-1]
 
@@ -180,9 +201,8 @@ def _routes(call: _Call, statement: Any, src: bytes) -> list[CallDefinition]:
     `get '/x' do`, and each handler of a chain `router.route('/books').get(fn).post(fn)`."""
     method = _ROUTE_METHODS.get(call.words[-1].lower())
     if method is not None and call.function is not None and call.args:
-        path = _literal(call.args[0], src)
-        plain = call.node.type == "call" or len(call.words) >= 2  # Ruby's `get '/x' do`; JS/Go: `app.get`
-        if path is not None and path[:1] in ("/", "*") and plain and call.words[0] != "()":
+        path = _literal(call.args[0], src)  # (a call on a call's result is a chain's: below)
+        if path is not None and path[:1] in ("/", "*") and call.words[0] != "()":
             name = _name(f"{method} {path}".strip())
             return [CallDefinition("function", name, statement, call.function, nested=False)]
     return _chained_routes(call, src)

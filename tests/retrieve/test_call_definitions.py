@@ -112,6 +112,46 @@ class Shop < Sinatra::Base
 end
 """
 
+ASPNET = """var builder = WebApplication.CreateBuilder(args);
+var app = builder.Build();
+
+app.MapGet("/todos/{id}", async (int id, TodoDb db) =>
+    await db.Todos.FindAsync(id) is Todo todo ? Results.Ok(todo) : Results.NotFound());
+
+app.MapPost("/todos", async (Todo todo, TodoDb db) =>
+{
+    db.Todos.Add(todo);
+    await db.SaveChangesAsync();
+    return Results.Created($"/todos/{todo.Id}", todo);
+});
+
+app.MapGet($"/v{version}/status", () => "ok");
+app.Run();
+"""
+
+LARAVEL = """<?php
+
+use Illuminate\\Support\\Facades\\Route;
+
+Route::get('/invoices/{id}', function (string $id) {
+    return Invoice::findOrFail($id);
+});
+
+Route::post('/invoices/{id}/refund', function (string $id) {
+    return Invoice::findOrFail($id)->refund();
+});
+
+Route::get('/dashboard', [DashboardController::class, 'show']);
+"""
+
+SPARK = """public class Api {
+    public static void main(String[] args) {
+        get("/hello", (req, res) -> "Hello World");
+        app.delete("/users/{id}", ctx -> users.remove(ctx.pathParam("id")));
+    }
+}
+"""
+
 # language, file, its source, the symbols it defines: name -> (kind, first line, last line)
 DEFINED = {
     "javascript-tests": ("javascript", "test/cart.test.js", CART_TEST, {
@@ -128,6 +168,13 @@ DEFINED = {
     "gin": ("go", "api/routes.go", GIN, {
         "Register": ("function", 3, 13), "GET /health": ("function", 4, 6), "POST /invoices": ("function", 7, 9),
         "/metrics": ("function", 10, 12)}),
+    "aspnet": ("csharp", "Program.cs", ASPNET, {
+        "GET /todos/{id}": ("function", 4, 5), "POST /todos": ("function", 7, 12)}),
+    "laravel": ("php", "routes/web.php", LARAVEL, {
+        "GET /invoices/{id}": ("function", 5, 7), "POST /invoices/{id}/refund": ("function", 9, 11)}),
+    "spark": ("java", "Api.java", SPARK, {
+        "Api": ("class", 1, 6), "Api.main": ("method", 2, 5), "GET /hello": ("function", 3, 3),
+        "DELETE /users/{id}": ("function", 4, 4)}),
     "sinatra": ("ruby", "shop.rb", SINATRA, {
         "Shop": ("class", 3, 11), "GET /products/:sku": ("function", 4, 6), "POST /checkout": ("function", 8, 10)}),
 }
@@ -143,8 +190,9 @@ def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
 @pytest.mark.parametrize("case", sorted(DEFINED))
 def test_tests_and_route_handlers_are_named_as_their_readers_name_them(case: str) -> None:
     """A test by its title inside its group; a handler by its method and path, wherever the route is registered
-    (inside `func Register` or a Sinatra class). A handler defined elsewhere (`placeOrder`) and a call that merely
-    takes a callback (`cache.get('users', cb)`) define nothing here."""
+    (inside `func Register`, a Sinatra class or Java's `main`). A handler defined elsewhere (`placeOrder`, a
+    Laravel controller action) and a call that merely takes a callback (`cache.get('users', cb)`) define nothing
+    here, nor does a path with a substitution (C#'s `$"/v{version}/status"`)."""
     language, _, source, want = DEFINED[case]
     assert _symbols(language, source) == want
 
@@ -159,6 +207,8 @@ ASKED = [
     ("express", "where is the endpoint that logs a user out by closing the session", ("DELETE /sessions", 18, 21)),
     ("gin", "where is the invoices endpoint handled", ("POST /invoices", 7, 9)),
     ("sinatra", "which route serves a product by its sku", ("GET /products/:sku", 4, 6)),
+    ("aspnet", "where are new todos created", ("POST /todos", 7, 12)),
+    ("laravel", "which route refunds an invoice", ("POST /invoices/{id}/refund", 9, 11)),
 ]
 
 
