@@ -10,18 +10,23 @@ handed a function, and without a name it is a nameless stretch of its file:
   `router.route('/books').get(...).post(...)`), Gin's, Echo's and chi's `r.GET("/users/:id", func(c) {...})`,
   net/http's `http.HandleFunc("/health", func(w, r) {...})`, Sinatra's `get '/users/:id' do ... end`, ASP.NET
   Core's `app.MapGet("/users/{id}", (int id) => ...)`, Laravel's `Route::get('/users/{id}', function ($id)
-  {...})`, Slim's `$app->get(...)` and Spark's and Javalin's `get("/users/:id", (req, res) -> ...)`. A
-  handler is a function named by its method and path, `GET /users/:id`, so "which handler serves
-  GET /users/:id" or "where is the login endpoint" points at the handler.
+  {...})`, Slim's `$app->get(...)`, Spark's and Javalin's `get("/users/:id", (req, res) -> ...)` and Ktor's
+  `get("/users/{id}") {...}`. A handler is a function named by its method and path, `GET /users/:id`, so
+  "which handler serves GET /users/:id" or "where is the login endpoint" points at the handler.
+- groups of routes: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's `route("/customer") {...}`,
+  Sinatra's `namespace '/admin' do`. A group is a class named by its path, and its routes' paths are joined
+  to it: Ktor's `get("{id?}")` inside `route("/customer")` is `GET /customer/{id?}`.
 
-A route is named by its method and path wherever it is registered (inside `func setupRouter()` or a
-Sinatra class too): that is how readers and logs name it. A title's or path's dots become spaces, as a dot joins a qualified name (`Cart.add`). A route whose handler
-is a function defined elsewhere (`app.get('/x', users.show)`) names nothing here: that function is a symbol
-of its own.
+A route is named by its method and path wherever it is registered (inside `func setupRouter()` or a Sinatra
+class too): that is how readers and logs name it. A title's or path's dots become spaces, as a dot joins a
+qualified name (`Cart.add`). A route whose handler is a function defined elsewhere (`app.get('/x',
+users.show)`) names nothing here: that function is a symbol of its own.
 
-Contract: `call_definitions(node, src)` takes one node of a parse tree and returns what it defines, each with
-the node whose lines it spans and the node whose contents belong to it (so a `describe`'s tests are named
-within it, and a handler's nested functions within the route); [] for any other node, cheaply, as it is asked of every statement.
+Contract: `call_definitions(node, src, route)` takes one node of a parse tree and the path of the group of
+routes it is in, and returns what it defines, each with the node whose lines it spans and the node whose
+contents belong to it (so a `describe`'s tests are named within it, and a handler's nested functions within
+the route); [] for any other node, cheaply, as it is asked of every statement. `handed_functions(node)` gives
+the functions and blocks handed to a call that defines nothing, for the walk to read what they define.
 """
 
 from __future__ import annotations
@@ -31,13 +36,13 @@ from typing import Any
 
 from helix_context.ingest.treesitter import node_text
 
-__all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions"]
+__all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "handed_functions"]
 
-# the node types that may hold such a call: a statement, or a Ruby call (Ruby has no statement node)
-CALL_STATEMENTS = frozenset({"expression_statement", "call"})
+# the node types that may hold such a call: a statement; a Ruby call, a Kotlin call (neither has statement nodes)
+CALL_STATEMENTS = frozenset({"expression_statement", "call", "call_expression"})
 # a call's node type -> the fields of its callee's object and last name; None: both in its "function" field
 _CALL_NODES: dict[str, tuple[str, str] | None] = {
-    "call_expression": None,  # JS/TS, Go
+    "call_expression": None,  # JS/TS, Go; Kotlin (no fields: the callee, then a call_suffix)
     "invocation_expression": None,  # C#
     "function_call_expression": None,  # PHP `get(...)`
     "method_invocation": ("object", "name"),  # Java
@@ -48,6 +53,7 @@ _CALL_NODES: dict[str, tuple[str, str] | None] = {
 # a member access as a callee -> the fields of its object and name
 _MEMBERS = {"member_expression": ("object", "property"), "selector_expression": ("operand", "field"),
             "member_access_expression": ("expression", "name")}
+_NAMES = frozenset({"identifier", "name", "simple_identifier"})
 
 # a test framework's blocks: a group is a class, a test a function
 _TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it": "function", "test": "function",
@@ -55,6 +61,9 @@ _TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it":
 _TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})  # `it.only(...)`, `describe.skip`
 _TEST_RECEIVERS = frozenset({"RSpec"})  # `RSpec.describe Cart do`
 
+# a group of routes handed a function: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's
+# `route("/customer") {...}`, Sinatra's `namespace '/api' do`; its routes' paths are joined to its own
+_ROUTE_GROUPS = frozenset({"route", "namespace"})
 # a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
 _ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
                   "del": "DELETE", "head": "HEAD", "options": "OPTIONS", "all": "ALL", "any": "ANY", "use": "USE",
@@ -77,16 +86,17 @@ _STRING_PARTS = frozenset({"string_content", "string_fragment", "interpreted_str
 _RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
 _MAX_NAME = 100
 # the last words of the callees that may define something (any case: Go's `r.GET`), a chain's `route` included
-_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, *_ROUTE_METHODS, "route"})
+_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, *_ROUTE_METHODS, *_ROUTE_GROUPS})
 
 
 @dataclass(frozen=True)
 class CallDefinition:
-    kind: str  # "class" (a group of tests) or "function" (a test, a route's handler)
+    kind: str  # "class" (a group of tests or routes) or "function" (a test, a route's handler)
     name: str
     span: Any  # the node whose lines the symbol spans
     body: Any  # the node whose contents belong to it
     nested: bool = True  # named within its enclosing symbol (a test in its group); a route is its path alone
+    route: str | None = None  # a group of routes: the path its routes are joined to
 
 
 @dataclass(frozen=True)
@@ -95,18 +105,36 @@ class _Call:
     words: list[str]  # the callee as written, split at dots: ["app", "get"], ["it", "only"], ["RSpec", "describe"]
     args: list[Any]
     function: Any | None  # the function or block handed to it, the last one where there are several
-    receiver: Any | None  # a JS/Go callee's object (the call before it in a chain); None for a plain name
+    receiver: Any | None  # a callee's object (the call before it in a chain); None for a plain name
 
 
-def call_definitions(node: Any, src: bytes) -> list[CallDefinition]:
-    """What the call in `node` defines: a test group, a test or a route's handler ([] for anything else)."""
+def call_definitions(node: Any, src: bytes, route: str = "") -> list[CallDefinition]:
+    """What the call in `node` defines: a test group, a test, a route's handler or a group of routes ([] for
+    anything else). `route`: the path of the group of routes `node` is in ("" outside any)."""
     call = _call(_the_call(node), src)
     if call is None:
         return []
     test = _test_block(call, node, src)
     if test is not None:
         return [test]
-    return _routes(call, node, src)
+    return _routes(call, node, src, route)
+
+
+def handed_functions(node: Any) -> list[Any]:
+    """The functions and blocks a statement's call is handed (`app.listen(port, () => {...})`, an IIFE's
+    `(function () {...})()`, Ruby's `included do ... end`, Ktor's `routing { ... }`): where the call defines
+    nothing itself, what they define is still the file's (a module wrapped in an IIFE, a concern's methods)."""
+    call = _the_call(node)
+    if call is None:
+        return []
+    head, holder, suffix = _parts(call)
+    found = [a for a in (_unwrapped(a) for a in holder) if a.type in _FUNCTIONS]
+    if head is not None and head.type == "parenthesized_expression" and head.named_child_count == 1 \
+            and head.named_children[0].type in _FUNCTIONS:
+        found.append(head.named_children[0])
+    if suffix is not None:
+        found.append(suffix)
+    return found
 
 
 def _the_call(node: Any) -> Any | None:
@@ -115,7 +143,27 @@ def _the_call(node: Any) -> Any | None:
     if node.type == "expression_statement" and node.named_child_count == 1:
         inner = node.named_children[0]
         return inner if inner.type in _CALL_NODES else None
+    if node.type == "call_expression" and node.child_by_field_name("function") is None:  # Kotlin
+        return node
     return None
+
+
+def _parts(node: Any) -> tuple[Any | None, list[Any], Any | None]:
+    """(the callee, the argument nodes, the function or block written after the arguments: Ruby's block,
+    Kotlin's trailing lambda)."""
+    head = node.child_by_field_name("function")
+    holder = node.child_by_field_name("arguments")
+    trailing = node.child_by_field_name("block")  # Ruby's `do ... end`
+    if trailing is not None and trailing.type not in _RUBY_BLOCKS:
+        trailing = None
+    if head is None and node.type == "call_expression" and node.named_child_count == 2:  # Kotlin: callee, suffix
+        head, suffix = node.named_children
+        for part in suffix.named_children:
+            if part.type == "value_arguments":
+                holder = part
+            elif part.type == "annotated_lambda" and part.named_child_count:
+                trailing = part.named_children[-1]  # the lambda_literal: its statements are its body
+    return head, holder.named_children if holder is not None else [], trailing
 
 
 def _call(node: Any | None, src: bytes) -> _Call | None:
@@ -126,6 +174,8 @@ def _call(node: Any | None, src: bytes) -> _Call | None:
     fields = _CALL_NODES[node.type]
     if fields is None:  # the callee is one node: a name, or a member of something
         head = node.child_by_field_name("function")
+        if head is None and node.named_child_count == 2:  # Kotlin
+            head = node.named_children[0]
         receiver, last = _member(head) if head is not None else (None, None)
     else:
         receiver, last = node.child_by_field_name(fields[0]), node.child_by_field_name(fields[1])
@@ -134,12 +184,11 @@ def _call(node: Any | None, src: bytes) -> _Call | None:
         return None
     if node.type == "call" and receiver is not None and receiver.type != "constant":
         return None  # Ruby: `expect(x).to ...`, `list.each do`
-    holder = node.child_by_field_name("arguments")
-    args = [_unwrapped(a) for a in holder.named_children] if holder is not None else []
+    _, holder, trailing = _parts(node)
+    args = [_unwrapped(a) for a in holder]
     functions = [a for a in args if a.type in _FUNCTIONS]
-    block = node.child_by_field_name("block")  # Ruby's `do ... end`
-    if block is not None and block.type in _RUBY_BLOCKS:
-        functions.append(block)
+    if trailing is not None:
+        functions.append(trailing)
     words = [*_words(receiver, src), name] if receiver is not None else [name]
     return _Call(node, words, args, functions[-1] if functions else None, receiver)
 
@@ -149,12 +198,18 @@ def _member(head: Any) -> tuple[Any | None, Any | None]:
     fields = _MEMBERS.get(head.type)
     if fields is not None:
         return head.child_by_field_name(fields[0]), head.child_by_field_name(fields[1])
-    return (None, head) if head.type in ("identifier", "name") else (None, None)
+    if head.type == "navigation_expression" and head.named_child_count == 2:  # Kotlin: `call.respond`
+        obj, suffix = head.named_children
+        return obj, suffix.named_children[-1] if suffix.named_child_count else None
+    return (None, head) if head.type in _NAMES else (None, None)
 
 
 def _unwrapped(arg: Any) -> Any:
-    """C#'s and PHP's arguments are wrapped (`argument`): the value inside."""
-    return arg.named_children[0] if arg.type == "argument" and arg.named_child_count == 1 else arg
+    """C#'s and PHP's arguments are wrapped (`argument`), as are Kotlin's (`value_argument`, its label first):
+    the value inside."""
+    if arg.type in ("argument", "value_argument") and arg.named_child_count:
+        return arg.named_children[-1]
+    return arg
 
 
 def _words(node: Any, src: bytes) -> list[str]:
@@ -196,19 +251,36 @@ def _test_block(call: _Call, statement: Any, src: bytes) -> CallDefinition | Non
     return CallDefinition(kind, name, statement, body) if name else None
 
 
-def _routes(call: _Call, statement: Any, src: bytes) -> list[CallDefinition]:
+def _joined(route: str, path: str | None) -> str | None:
+    """A route's full path: its own where it is absolute or outside any group, else joined to its group's
+    (Ktor's `get("{id}")` in `route("/customer")` is `/customer/{id}`; a `get { }` there is `/customer`)."""
+    if not route:
+        return path if path is not None and path[:1] in ("/", "*") else None
+    if path is None or path in ("", "/"):
+        return route
+    return route.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _routes(call: _Call, statement: Any, src: bytes, route: str) -> list[CallDefinition]:
     """`app.get('/users/:id', auth, (req, res) => {...})`, `r.GET("/x", func(c *gin.Context) {...})`, Sinatra's
-    `get '/x' do`, and each handler of a chain `router.route('/books').get(fn).post(fn)`."""
-    method = _ROUTE_METHODS.get(call.words[-1].lower())
-    if method is not None and call.function is not None and call.args:
-        path = _literal(call.args[0], src)  # (a call on a call's result is a chain's: below)
-        if path is not None and path[:1] in ("/", "*") and call.words[0] != "()":
-            name = _name(f"{method} {path}".strip())
-            return [CallDefinition("function", name, statement, call.function, nested=False)]
-    return _chained_routes(call, src)
+    `get '/x' do`, a group `r.Route("/articles", func(r chi.Router) {...})`, and each handler of a chain
+    `router.route('/books').get(fn).post(fn)`."""
+    verb = call.words[-1].lower()
+    method = _ROUTE_METHODS.get(verb)
+    if call.function is not None and call.words[0] != "()":  # (a call on a call's result is a chain's: below)
+        written = _literal(call.args[0], src) if call.args else None
+        if call.args and written is None:
+            return []  # a path with a substitution, or no path at all
+        path = _joined(route, written)
+        if path is not None and method is not None:
+            return [CallDefinition("function", _name(f"{method} {path}".strip()), statement, call.function,
+                                   nested=False)]
+        if path is not None and verb in _ROUTE_GROUPS and written is not None:
+            return [CallDefinition("class", _name(path), statement, call.function, nested=False, route=path)]
+    return _chained_routes(call, src, route)
 
 
-def _chained_routes(call: _Call, src: bytes) -> list[CallDefinition]:
+def _chained_routes(call: _Call, src: bytes, route: str) -> list[CallDefinition]:
     """Express's `router.route('/books').get(...).post(...)`: each method's handler, named with the route's path."""
     links: list[_Call] = []
     link: _Call | None = call
@@ -218,8 +290,8 @@ def _chained_routes(call: _Call, src: bytes) -> list[CallDefinition]:
     root = links[-1]
     if len(links) < 2 or root.words[-1] != "route" or not root.args:
         return []
-    path = _literal(root.args[0], src)
-    if path is None or path[:1] not in ("/", "*"):
+    path = _joined(route, _literal(root.args[0], src))
+    if path is None:
         return []
     out = []
     for each in reversed(links[:-1]):

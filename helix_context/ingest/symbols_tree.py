@@ -11,7 +11,9 @@ tree, one walk for all of them, with what each grammar names differently kept he
   is a function, as is one a module assigns to a property (`exports.handler = ...`, `Cart.prototype.add =
   ...`; `_assigned`); a class or object a module exports that way has its methods found.
 - Calls that define something (call_definitions.py): tests named by their titles (`it('adds the tax', ...)`,
-  RSpec's `it 'adds the tax' do`) and web routes' handlers by their method and path (`GET /users/:id`).
+  RSpec's `it 'adds the tax' do`), web routes' handlers by their method and path (`GET /users/:id`) and groups
+  of routes by their path. The functions and blocks handed to other calls are walked too (an IIFE, a Rails
+  concern's `included do`, Ktor's `routing { }`).
 - Vue, Svelte and HTML files are read for their <script> blocks (`embedded_scripts`).
 - C reads the declarations of its parse tree (functions, prototypes, function-like macros, structs, unions,
   enums, typedefs of them) and never walks a function's body: four nodes in five of a C file are inside
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from helix_context.ingest.call_definitions import CALL_STATEMENTS, JS_FUNCTIONS, call_definitions
+from helix_context.ingest.call_definitions import CALL_STATEMENTS, JS_FUNCTIONS, call_definitions, handed_functions
 from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
 from helix_context.models import Symbol
 
@@ -260,6 +262,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
         return c_symbols(tree.root_node, src)
     out: list[Symbol] = []
     js = language in _JS_FAMILY
+    routes = [""]  # the paths of the groups of routes the walk is in (call_definitions.py)
 
     def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
         for child in node.named_children:
@@ -282,14 +285,20 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                 continue
-            defined = call_definitions(child, src) if kind_name in CALL_STATEMENTS else []
-            for each in defined:  # a test or a group of tests, a route's handler
-                qual = prefix + each.name if each.nested else each.name
-                method = each.kind == "function" and in_class and each.nested
-                out.append(_node_symbol(qual, "method" if method else each.kind, each.span))
-                visit(each.body, qual + ".", each.kind == "class", depth + 1)
-            if defined:
-                continue
+            if kind_name in CALL_STATEMENTS:
+                defined = call_definitions(child, src, routes[-1])
+                for each in defined:  # a test or a group of tests, a route's handler, a group of routes
+                    qual = prefix + each.name if each.nested else each.name
+                    method = each.kind == "function" and in_class and each.nested
+                    out.append(_node_symbol(qual, "method" if method else each.kind, each.span))
+                    routes.append(each.route if each.route is not None else routes[-1])
+                    visit(each.body, qual + ".", each.kind == "class" and each.route is None, depth + 1)
+                    routes.pop()
+                handed = [] if defined else handed_functions(child)
+                for body in handed:  # `app.listen(port, () => {...})`, an IIFE: what their bodies define
+                    visit(body, prefix, in_class, depth + 1)
+                if defined or handed:
+                    continue
             if js and kind_name == "expression_statement":
                 assigned = _assigned(child, src)
                 if assigned is not None:

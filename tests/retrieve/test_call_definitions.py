@@ -1,6 +1,6 @@
 """Calls that define something: a test framework's tests named by their titles, a web framework's route handlers
-by their method and path (ingest/call_definitions.py). A question about one points at its lines, not at a
-stretch of the file that registers it."""
+by their method and path, groups of routes by their path (ingest/call_definitions.py); and what the functions
+handed to other calls define. A question about one points at its lines, not at a stretch of the file."""
 
 from __future__ import annotations
 
@@ -109,7 +109,49 @@ class Shop < Sinatra::Base
   post '/checkout' do
     Checkout.new(params).run
   end
+
+  namespace '/admin' do
+    delete '/products/:sku' do
+      Product.find(params[:sku]).destroy
+    end
+  end
 end
+"""
+
+# groups of routes: their handlers' paths are joined to the group's, and a wrapper (`routing`, `authenticate`)
+# is walked through
+KTOR = """fun Application.configureRouting() {
+    routing {
+        route("/customer") {
+            get {
+                call.respond(customerStorage)
+            }
+            get("{id?}") {
+                val id = call.parameters["id"] ?: return@get call.respond(HttpStatusCode.BadRequest)
+                call.respond(customerStorage.find { it.id == id } ?: HttpStatusCode.NotFound)
+            }
+        }
+        authenticate("auth-session") {
+            post("/orders") {
+                call.respond(orders.place(call.receive()))
+            }
+        }
+    }
+}
+"""
+
+CHI = """package api
+
+func Routes(r chi.Router) {
+	r.Route("/articles", func(r chi.Router) {
+		r.Get("/", func(w http.ResponseWriter, req *http.Request) {
+			render.JSON(w, req, articles.List())
+		})
+		r.Delete("/{articleID}", func(w http.ResponseWriter, req *http.Request) {
+			articles.Remove(chi.URLParam(req, "articleID"))
+		})
+	})
+}
 """
 
 ASPNET = """var builder = WebApplication.CreateBuilder(args);
@@ -176,7 +218,14 @@ DEFINED = {
         "Api": ("class", 1, 6), "Api.main": ("method", 2, 5), "GET /hello": ("function", 3, 3),
         "DELETE /users/{id}": ("function", 4, 4)}),
     "sinatra": ("ruby", "shop.rb", SINATRA, {
-        "Shop": ("class", 3, 11), "GET /products/:sku": ("function", 4, 6), "POST /checkout": ("function", 8, 10)}),
+        "Shop": ("class", 3, 17), "GET /products/:sku": ("function", 4, 6), "POST /checkout": ("function", 8, 10),
+        "/admin": ("class", 12, 16), "DELETE /admin/products/:sku": ("function", 13, 15)}),
+    "ktor": ("kotlin", "Routing.kt", KTOR, {
+        "configureRouting": ("function", 1, 18), "/customer": ("class", 3, 11), "GET /customer": ("function", 4, 6),
+        "GET /customer/{id?}": ("function", 7, 10), "POST /orders": ("function", 13, 15)}),
+    "chi": ("go", "api/routes.go", CHI, {
+        "Routes": ("function", 3, 12), "/articles": ("class", 4, 11), "GET /articles": ("function", 5, 7),
+        "DELETE /articles/{articleID}": ("function", 8, 10)}),
 }
 
 
@@ -208,6 +257,9 @@ ASKED = [
     ("gin", "where is the invoices endpoint handled", ("POST /invoices", 7, 9)),
     ("sinatra", "which route serves a product by its sku", ("GET /products/:sku", 4, 6)),
     ("aspnet", "where are new todos created", ("POST /todos", 7, 12)),
+    ("ktor", "which route returns one customer by its id", ("GET /customer/{id?}", 7, 10)),
+    ("chi", "which handler deletes an article", ("DELETE /articles/{articleID}", 8, 10)),
+    ("sinatra", "where can an admin delete a product", ("DELETE /admin/products/:sku", 13, 15)),
     ("laravel", "which route refunds an invoice", ("POST /invoices/{id}/refund", 9, 11)),
 ]
 
@@ -225,6 +277,51 @@ def test_a_question_about_a_test_or_a_route_points_at_its_lines(helix: HelixCont
     helix.ingest_path(tmp_path / "app")
     top = helix.fingerprint(question, max_results=3)[0]
     assert (top["symbol"], top["start_line"], top["end_line"]) == want
+
+
+IIFE = """(function (root) {
+  function parseQuery(text) {
+    return Object.fromEntries(new URLSearchParams(text));
+  }
+  root.parseQuery = parseQuery;
+})(window);
+
+app.listen(3000, () => {
+  function announce(port) {
+    console.log(`listening on ${port}`);
+  }
+  announce(3000);
+});
+"""
+
+CONCERN = """module Taggable
+  extend ActiveSupport::Concern
+
+  included do
+    def tag_names
+      tags.map(&:name)
+    end
+  end
+
+  class_methods do
+    def tagged_with(name)
+      joins(:tags).where(tags: { name: name })
+    end
+  end
+end
+"""
+
+
+@pytest.mark.parametrize(("language", "source", "want"), [
+    ("javascript", IIFE, {"parseQuery": ("function", 2, 4), "announce": ("function", 9, 11)}),
+    ("ruby", CONCERN, {"Taggable": ("class", 1, 15), "Taggable.tag_names": ("method", 5, 7),
+                       "Taggable.tagged_with": ("method", 11, 13)}),
+], ids=["javascript-iife", "rails-concern"])
+def test_what_a_function_handed_to_a_call_defines_is_found(language: str, source: str,
+                                                           want: dict[str, tuple[str, int, int]]) -> None:
+    """A module wrapped in an IIFE, a callback's helpers, a Rails concern's `included do` / `class_methods do`
+    methods: defined inside a function or block handed to a call, they were never walked, so none was a symbol."""
+    assert _symbols(language, source) == want
 
 
 def test_an_older_genome_names_its_routes_on_the_next_ingest(settings, tmp_path: Path) -> None:
