@@ -3,9 +3,11 @@
 Why: much of what a reader looks for in a web app or a test file is no declaration but a call
 handed a function, and without a name it is a nameless stretch of its file:
 
-- tests: `describe('Cart', () => { it('adds the tax', () => {...}) })` (Jest, Vitest, Mocha, Jasmine) and
-  RSpec's `describe Cart do ... it 'adds the tax' do ... end end`. A group is a class, each test a method of
-  it, named by its title: `Cart.adds the tax`. "Which test checks the tax" then points at that test's lines.
+- tests: `describe('Cart', () => { it('adds the tax', () => {...}) })` (Jest, Vitest, Mocha, Jasmine),
+  RSpec's `describe Cart do ... it 'adds the tax' do ... end end`, Kotest's `describe("Cart") { it(...) {} }`
+  and Go's subtests `t.Run("adds the tax", func(t *testing.T) {...})`. A group is a class, each test a method
+  of it, named by its title: `Cart.adds the tax` (a Go subtest within its test: `TestCart.adds the tax`).
+  "Which test checks the tax" then points at that test's lines.
 - routes: `app.get('/users/:id', (req, res) => {...})` (Express, Koa, Fastify, Hono; also the chained
   `router.route('/books').get(...).post(...)`), Gin's, Echo's and chi's `r.GET("/users/:id", func(c) {...})`,
   net/http's `http.HandleFunc("/health", func(w, r) {...})`, Sinatra's `get '/users/:id' do ... end`, ASP.NET
@@ -39,7 +41,8 @@ from helix_context.ingest.treesitter import node_text
 __all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "handed_functions"]
 
 # the node types that may hold such a call: a statement; a Ruby call, a Kotlin call (neither has statement nodes)
-CALL_STATEMENTS = frozenset({"expression_statement", "call", "call_expression"})
+# (and Kotlin's superclass call, whose lambda holds a Kotest or Spek spec: `class CartSpec : DescribeSpec({...})`)
+CALL_STATEMENTS = frozenset({"expression_statement", "call", "call_expression", "constructor_invocation"})
 # a call's node type -> the fields of its callee's object and last name; None: both in its "function" field
 _CALL_NODES: dict[str, tuple[str, str] | None] = {
     "call_expression": None,  # JS/TS, Go; Kotlin (no fields: the callee, then a call_suffix)
@@ -60,6 +63,7 @@ _TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it":
                 "specify": "function", "example": "function"}
 _TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})  # `it.only(...)`, `describe.skip`
 _TEST_RECEIVERS = frozenset({"RSpec"})  # `RSpec.describe Cart do`
+_TEST_RUN = "run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {...})`, named within their test
 
 # a group of routes handed a function: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's
 # `route("/customer") {...}`, Sinatra's `namespace '/api' do`; its routes' paths are joined to its own
@@ -76,7 +80,7 @@ JS_FUNCTIONS = frozenset({"arrow_function", "function_expression", "function", "
                           "generator_function_expression"})
 # function values handed to a call: JS/TS; Go's func literal; C#'s and Java's lambdas; PHP's closures
 _FUNCTIONS = JS_FUNCTIONS | {"func_literal", "lambda_expression", "anonymous_function",
-                             "anonymous_function_creation_expression"}
+                             "anonymous_function_creation_expression", "lambda_literal"}
 _RUBY_BLOCKS = frozenset({"do_block", "block"})
 # string literals a title or a path is written as, and what one without substitutions holds
 _STRINGS = frozenset({"string", "template_string", "interpreted_string_literal", "raw_string_literal",
@@ -86,7 +90,7 @@ _STRING_PARTS = frozenset({"string_content", "string_fragment", "interpreted_str
 _RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
 _MAX_NAME = 100
 # the last words of the callees that may define something (any case: Go's `r.GET`), a chain's `route` included
-_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, *_ROUTE_METHODS, *_ROUTE_GROUPS})
+_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, _TEST_RUN, *_ROUTE_METHODS, *_ROUTE_GROUPS})
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ def handed_functions(node: Any) -> list[Any]:
     """The functions and blocks a statement's call is handed (`app.listen(port, () => {...})`, an IIFE's
     `(function () {...})()`, Ruby's `included do ... end`, Ktor's `routing { ... }`): where the call defines
     nothing itself, what they define is still the file's (a module wrapped in an IIFE, a concern's methods)."""
-    call = _the_call(node)
+    call = node if node.type == "constructor_invocation" else _the_call(node)
     if call is None:
         return []
     head, holder, suffix = _parts(call)
@@ -156,7 +160,9 @@ def _parts(node: Any) -> tuple[Any | None, list[Any], Any | None]:
     trailing = node.child_by_field_name("block")  # Ruby's `do ... end`
     if trailing is not None and trailing.type not in _RUBY_BLOCKS:
         trailing = None
-    if head is None and node.type == "call_expression" and node.named_child_count == 2:  # Kotlin: callee, suffix
+    if node.type == "constructor_invocation":  # Kotlin: the type, then its arguments
+        holder = next((c for c in node.named_children if c.type == "value_arguments"), None)
+    elif head is None and node.type == "call_expression" and node.named_child_count == 2:  # Kotlin: callee, suffix
         head, suffix = node.named_children
         for part in suffix.named_children:
             if part.type == "value_arguments":
@@ -231,21 +237,32 @@ def _name(text: str) -> str:
 
 
 def _test_block(call: _Call, statement: Any, src: bytes) -> CallDefinition | None:
-    """`describe('Cart', () => {...})`, `it.only('adds', ...)`, RSpec's `RSpec.describe Cart do`, `it 'adds' do`."""
+    """`describe('Cart', () => {...})`, `it.only('adds', ...)`, RSpec's `RSpec.describe Cart do`, `it 'adds' do`,
+    Kotest's and Spek's `describe("Cart") { it("adds") {...} }`, Go's subtests `t.Run("adds", func(t *testing.T) {...})`."""
     words = call.words
     if words[0] in _TEST_RECEIVERS and len(words) == 2:
         words = words[1:]
-    kind = _TEST_BLOCKS.get(words[0])
-    if kind is None or len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
+    if len(words) == 2 and words[1] == "Run":  # Go: `t.Run(...)`
+        kind: str | None = "function"
+    elif len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
         return None
-    ruby = call.node.type == "call"
-    # Ruby: the title, then a block; JS: the title, then the function (a later argument may be a timeout)
-    body = call.function if ruby else (call.args[1] if len(call.args) >= 2 else None)
-    if body is None or not call.args or (not ruby and body.type not in _FUNCTIONS):
+    else:
+        kind = _TEST_BLOCKS.get(words[0])
+    if kind is None:
+        return None
+    if not call.args:
+        return None
+    # JS and Go: the title, then the function (a later argument may be a timeout); Ruby and Kotlin: the title,
+    # then a block or a trailing lambda
+    if len(call.args) >= 2 and call.args[1].type in _FUNCTIONS:
+        body = call.args[1]
+    elif call.function is not None and call.function not in call.args:
+        body = call.function
+    else:
         return None
     first = call.args[0]
     title = _literal(first, src)
-    if title is None and ruby and first.type in _RUBY_TITLES:
+    if title is None and call.node.type == "call" and first.type in _RUBY_TITLES:
         title = node_text(first, src)
     name = _name(title or "")
     return CallDefinition(kind, name, statement, body) if name else None

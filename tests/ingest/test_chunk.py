@@ -1,4 +1,4 @@
-"""Chunking code (Python and the tree-sitter languages), and the line-span invariant every chunk must keep, for every content type."""
+"""Chunking code (Python, the tree-sitter languages), and the line-span invariant of every content type."""
 
 from __future__ import annotations
 

@@ -55,6 +55,29 @@ RSpec.describe Cart do
 end
 """
 
+GO_SUBTESTS = """package cart
+
+func TestCart(t *testing.T) {
+	t.Run("adds the sales tax to the total", func(t *testing.T) {
+		if got := Total([]Item{{Price: 10}}, 0.2); got != 12 {
+			t.Fatalf("total = %v, want 12", got)
+		}
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { check(t, tc) })
+	}
+}
+"""
+
+KOTEST = """class CartSpec : DescribeSpec({
+    describe("Cart") {
+        it("adds the sales tax to the total") {
+            Cart(taxRate = 0.2).add(Item(price = 10)).total() shouldBe 12
+        }
+    }
+})
+"""
+
 # small handlers, packed into one stored gene by the chunker: each route must still be a pointer of its own
 EXPRESS = """const express = require('express');
 const router = express.Router();
@@ -204,6 +227,11 @@ DEFINED = {
         "Cart": ("class", 3, 17), "Cart.adds an item and counts it": ("method", 6, 9),
         "Cart.with a tax rate": ("class", 11, 16),
         "Cart.with a tax rate.includes the sales tax in the total": ("method", 12, 15)}),
+    "go-subtests": ("go", "cart_test.go", GO_SUBTESTS, {
+        "TestCart": ("function", 3, 12), "TestCart.adds the sales tax to the total": ("function", 4, 8)}),
+    "kotest": ("kotlin", "CartSpec.kt", KOTEST, {
+        "CartSpec": ("class", 1, 7), "CartSpec.Cart": ("class", 2, 6),
+        "CartSpec.Cart.adds the sales tax to the total": ("method", 3, 5)}),
     "express": ("javascript", "routes/users.js", EXPRESS, {
         "GET /users/:id": ("function", 4, 7), "DELETE /users/:id": ("function", 9, 12),
         "POST /sessions": ("function", 15, 17), "DELETE /sessions": ("function", 18, 21)}),
@@ -238,7 +266,8 @@ def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
 
 @pytest.mark.parametrize("case", sorted(DEFINED))
 def test_tests_and_route_handlers_are_named_as_their_readers_name_them(case: str) -> None:
-    """A test by its title inside its group; a handler by its method and path, wherever the route is registered
+    """A test by its title inside its group (a Go subtest inside its test; a Go subtest titled by a variable is
+    no symbol); a handler by its method and path, wherever the route is registered
     (inside `func Register`, a Sinatra class or Java's `main`). A handler defined elsewhere (`placeOrder`, a
     Laravel controller action) and a call that merely takes a callback (`cache.get('users', cb)`) define nothing
     here, nor does a path with a substitution (C#'s `$"/v{version}/status"`)."""
@@ -252,6 +281,8 @@ ASKED = [
      ("Cart.includes the sales tax in the total", 12, 15)),
     ("rspec", "which spec checks that tax is added to the cart total",
      ("Cart.with a tax rate.includes the sales tax in the total", 12, 15)),
+    ("go-subtests", "which test checks that tax is added to the cart total",
+     ("TestCart.adds the sales tax to the total", 4, 8)),
     ("express", "which handler serves DELETE /users/:id", ("DELETE /users/:id", 9, 12)),
     ("express", "where is the endpoint that logs a user out by closing the session", ("DELETE /sessions", 18, 21)),
     ("gin", "where is the invoices endpoint handled", ("POST /invoices", 7, 9)),
