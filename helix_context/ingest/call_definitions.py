@@ -63,7 +63,7 @@ _TEST_BLOCKS = {"describe": "class", "context": "class", "suite": "class", "it":
                 "specify": "function", "example": "function"}
 _TEST_MODIFIERS = frozenset({"only", "skip", "todo", "concurrent", "failing"})  # `it.only(...)`, `describe.skip`
 _TEST_RECEIVERS = frozenset({"RSpec"})  # `RSpec.describe Cart do`
-_TEST_RUN = "run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {...})`, named within their test
+_TEST_RUN = "Run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {...})`, named within their test
 
 # a group of routes handed a function: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's
 # `route("/customer") {...}`, Sinatra's `namespace '/api' do`; its routes' paths are joined to its own
@@ -89,8 +89,8 @@ _STRING_PARTS = frozenset({"string_content", "string_fragment", "interpreted_str
                            "string_literal_content", "escape_sequence"})
 _RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
 _MAX_NAME = 100
-# the last words of the callees that may define something (any case: Go's `r.GET`), a chain's `route` included
-_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, _TEST_RUN, *_ROUTE_METHODS, *_ROUTE_GROUPS})
+# the last words of the callees that may define something, lower-cased (Go's `r.GET`, `t.Run`)
+_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, _TEST_RUN.lower(), *_ROUTE_METHODS, *_ROUTE_GROUPS})
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ def _test_block(call: _Call, statement: Any, src: bytes) -> CallDefinition | Non
     words = call.words
     if words[0] in _TEST_RECEIVERS and len(words) == 2:
         words = words[1:]
-    if len(words) == 2 and words[1] == "Run":  # Go: `t.Run(...)`
+    if len(words) == 2 and words[1] == _TEST_RUN:
         kind: str | None = "function"
     elif len(words) > 2 or (len(words) == 2 and words[1] not in _TEST_MODIFIERS):
         return None
