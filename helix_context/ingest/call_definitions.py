@@ -17,7 +17,8 @@ handed a function, and without a name it is a nameless stretch of its file:
   "which handler serves GET /users/:id" or "where is the login endpoint" points at the handler.
 - groups of routes: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's `route("/customer") {...}`,
   Sinatra's `namespace '/admin' do`. A group is a class named by its path, and its routes' paths are joined
-  to it: Ktor's `get("{id?}")` inside `route("/customer")` is `GET /customer/{id?}`.
+  to it: Ktor's `get("{id?}")` inside `route("/customer")` is `GET /customer/{id?}`. So are the routes of a
+  name bound to a group (Gin's and Echo's `v1 := r.Group("/v1")`, then `v1.GET("/users/:id", ...)`).
 
 A route is named by its method and path wherever it is registered (inside `func setupRouter()` or a Sinatra
 class too): that is how readers and logs name it. A title's or path's dots become spaces, as a dot joins a
@@ -33,12 +34,14 @@ the functions and blocks handed to a call that defines nothing, for the walk to 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from helix_context.ingest.treesitter import node_text
 
-__all__ = ["CALL_STATEMENTS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "handed_functions"]
+__all__ = ["CALL_STATEMENTS", "GROUP_BINDINGS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "group_binding",
+           "handed_functions"]
 
 # the node types that may hold such a call: a statement; a Ruby call, a Kotlin call (neither has statement nodes)
 # (and Kotlin's superclass call, whose lambda holds a Kotest or Spek spec: `class CartSpec : DescribeSpec({...})`)
@@ -68,6 +71,8 @@ _TEST_RUN = "Run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {.
 # a group of routes handed a function: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's
 # `route("/customer") {...}`, Sinatra's `namespace '/api' do`; its routes' paths are joined to its own
 _ROUTE_GROUPS = frozenset({"route", "namespace"})
+# statements that may bind a name to a group of routes (Go: `v1 := r.Group("/v1")`; `group_binding`)
+GROUP_BINDINGS = frozenset({"short_var_declaration"})
 # a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
 _ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
                   "del": "DELETE", "head": "HEAD", "options": "OPTIONS", "all": "ALL", "any": "ANY", "use": "USE",
@@ -112,16 +117,38 @@ class _Call:
     receiver: Any | None  # a callee's object (the call before it in a chain); None for a plain name
 
 
-def call_definitions(node: Any, src: bytes, route: str = "") -> list[CallDefinition]:
+def call_definitions(node: Any, src: bytes, route: str = "",
+                     groups: Mapping[str, str] | None = None) -> list[CallDefinition]:
     """What the call in `node` defines: a test group, a test, a route's handler or a group of routes ([] for
-    anything else). `route`: the path of the group of routes `node` is in ("" outside any)."""
+    anything else). `route`: the path of the group of routes `node` is in ("" outside any); `groups`: names
+    bound to a group of routes so far (`group_binding`), whose routes' paths are joined to the group's."""
     call = _call(_the_call(node), src)
     if call is None:
         return []
     test = _test_block(call, node, src)
     if test is not None:
         return [test]
+    if groups and call.words[0] in groups and len(call.words) == 2:
+        route = groups[call.words[0]]  # Gin's `v1.GET(...)` after `v1 := r.Group("/v1")`
     return _routes(call, node, src, route)
+
+
+def group_binding(node: Any, src: bytes, groups: Mapping[str, str]) -> tuple[str, str] | None:
+    """(name, path) where a Go statement binds a name to a group of routes: Gin's and Echo's `v1 :=
+    r.Group("/v1")`, `admin := v1.Group("/admin", auth)` (joined: `/v1/admin`); None for anything else."""
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None or left.named_child_count != 1 or right.named_child_count != 1:
+        return None
+    head = right.named_children[0].child_by_field_name("function")
+    args = right.named_children[0].child_by_field_name("arguments")
+    if head is None or args is None or head.type != "selector_expression" or not args.named_child_count:
+        return None
+    receiver, last = head.child_by_field_name("operand"), head.child_by_field_name("field")
+    if last is None or node_text(last, src) != "Group":
+        return None
+    base = groups.get(node_text(receiver, src), "") if receiver is not None else ""
+    path = _joined(base, _literal(args.named_children[0], src))
+    return (node_text(left.named_children[0], src), path) if path is not None else None
 
 
 def handed_functions(node: Any) -> list[Any]:

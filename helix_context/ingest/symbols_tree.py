@@ -27,7 +27,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from helix_context.ingest.call_definitions import CALL_STATEMENTS, JS_FUNCTIONS, call_definitions, handed_functions
+from helix_context.ingest.call_definitions import (
+    CALL_STATEMENTS,
+    GROUP_BINDINGS,
+    JS_FUNCTIONS,
+    call_definitions,
+    group_binding,
+    handed_functions,
+)
 from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
 from helix_context.models import Symbol
 
@@ -263,6 +270,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     out: list[Symbol] = []
     js = language in _JS_FAMILY
     routes = [""]  # the paths of the groups of routes the walk is in (call_definitions.py)
+    groups: dict[str, str] = {}  # names bound to a group of routes, and its path
 
     def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
         for child in node.named_children:
@@ -285,8 +293,10 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                 continue
+            if kind_name in GROUP_BINDINGS and (bound_group := group_binding(child, src, groups)) is not None:
+                groups[bound_group[0]] = bound_group[1]  # Gin's `v1 := r.Group("/v1")`: v1's routes are under /v1
             if kind_name in CALL_STATEMENTS:
-                defined = call_definitions(child, src, routes[-1])
+                defined = call_definitions(child, src, routes[-1], groups)
                 for each in defined:  # a test or a group of tests, a route's handler, a group of routes
                     qual = prefix + each.name if each.nested else each.name
                     method = each.kind == "function" and in_class and each.nested

@@ -119,6 +119,10 @@ func Register(r *gin.Engine) {
 	http.HandleFunc("/metrics", func(w http.ResponseWriter, req *http.Request) {
 		metrics.Write(w)
 	})
+	v1 := r.Group("/v1")
+	v1.DELETE("/invoices/:id", func(c *gin.Context) {
+		billing.Void(c.Param("id"))
+	})
 }
 """
 
@@ -236,8 +240,8 @@ DEFINED = {
         "GET /users/:id": ("function", 4, 7), "DELETE /users/:id": ("function", 9, 12),
         "POST /sessions": ("function", 15, 17), "DELETE /sessions": ("function", 18, 21)}),
     "gin": ("go", "api/routes.go", GIN, {
-        "Register": ("function", 3, 13), "GET /health": ("function", 4, 6), "POST /invoices": ("function", 7, 9),
-        "/metrics": ("function", 10, 12)}),
+        "Register": ("function", 3, 17), "GET /health": ("function", 4, 6), "POST /invoices": ("function", 7, 9),
+        "/metrics": ("function", 10, 12), "DELETE /v1/invoices/:id": ("function", 14, 16)}),
     "aspnet": ("csharp", "Program.cs", ASPNET, {
         "GET /todos/{id}": ("function", 4, 5), "POST /todos": ("function", 7, 12)}),
     "laravel": ("php", "routes/web.php", LARAVEL, {
@@ -285,7 +289,8 @@ ASKED = [
      ("TestCart.adds the sales tax to the total", 4, 8)),
     ("express", "which handler serves DELETE /users/:id", ("DELETE /users/:id", 9, 12)),
     ("express", "where is the endpoint that logs a user out by closing the session", ("DELETE /sessions", 18, 21)),
-    ("gin", "where is the invoices endpoint handled", ("POST /invoices", 7, 9)),
+    ("gin", "where is an invoice created", ("POST /invoices", 7, 9)),
+    ("gin", "which handler serves DELETE /v1/invoices/:id", ("DELETE /v1/invoices/:id", 14, 16)),
     ("sinatra", "which route serves a product by its sku", ("GET /products/:sku", 4, 6)),
     ("aspnet", "where are new todos created", ("POST /todos", 7, 12)),
     ("ktor", "which route returns one customer by its id", ("GET /customer/{id?}", 7, 10)),
