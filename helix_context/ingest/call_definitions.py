@@ -25,11 +25,12 @@ class too): that is how readers and logs name it. A title's or path's dots becom
 qualified name (`Cart.add`). A route whose handler is a function defined elsewhere (`app.get('/x',
 users.show)`) names nothing here: that function is a symbol of its own.
 
-Contract: `call_definitions(node, src, route)` takes one node of a parse tree and the path of the group of
-routes it is in, and returns what it defines, each with the node whose lines it spans and the node whose
-contents belong to it (so a `describe`'s tests are named within it, and a handler's nested functions within
-the route); [] for any other node, cheaply, as it is asked of every statement. `handed_functions(node)` gives
-the functions and blocks handed to a call that defines nothing, for the walk to read what they define.
+Contract: `call_definitions(node, src, route, groups)` takes one node of a parse tree, the path of the group
+of routes it is in and the names bound to groups so far, and returns what it defines, each with the node whose
+lines it spans and the node whose contents belong to it (so a `describe`'s tests are named within it, and a
+handler's nested functions within the route), and, where it defines nothing, the functions and blocks its call
+is handed, for the walk to read what they define; ([], []) for any other node, cheaply, as it is asked of
+every statement.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ from typing import Any
 
 from helix_context.ingest.treesitter import node_text
 
-__all__ = ["CALL_STATEMENTS", "GROUP_BINDINGS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "group_binding",
-           "handed_functions"]
+__all__ = ["GROUP_BINDINGS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "call_statements",
+           "group_binding"]
 
-# the node types that may hold such a call: a statement; a Ruby call, a Kotlin call (neither has statement nodes)
-# (and Kotlin's superclass call, whose lambda holds a Kotest or Spek spec: `class CartSpec : DescribeSpec({...})`)
-CALL_STATEMENTS = frozenset({"expression_statement", "call", "call_expression", "constructor_invocation"})
+# the node types that may hold such a call: a statement, or a Ruby call (Ruby has no statement nodes)
+_CALL_STATEMENTS = frozenset({"expression_statement", "call"})
+# Kotlin has none either: a call is a statement, and a superclass call's lambda may hold a Kotest or Spek spec
+# (`class CartSpec : DescribeSpec({...})`)
+_KOTLIN_CALL_STATEMENTS = frozenset({"call_expression", "constructor_invocation"})
 # a call's node type -> the fields of its callee's object and last name; None: both in its "function" field
 _CALL_NODES: dict[str, tuple[str, str] | None] = {
     "call_expression": None,  # JS/TS, Go; Kotlin (no fields: the callee, then a call_suffix)
@@ -117,20 +120,35 @@ class _Call:
     receiver: Any | None  # a callee's object (the call before it in a chain); None for a plain name
 
 
+def call_statements(language: str) -> frozenset[str]:
+    """The node types of `language` that `call_definitions` reads (asked of every statement: kept few)."""
+    return _KOTLIN_CALL_STATEMENTS if language == "kotlin" else _CALL_STATEMENTS
+
+
 def call_definitions(node: Any, src: bytes, route: str = "",
-                     groups: Mapping[str, str] | None = None) -> list[CallDefinition]:
-    """What the call in `node` defines: a test group, a test, a route's handler or a group of routes ([] for
-    anything else). `route`: the path of the group of routes `node` is in ("" outside any); `groups`: names
-    bound to a group of routes so far (`group_binding`), whose routes' paths are joined to the group's."""
-    call = _call(_the_call(node), src)
-    if call is None:
-        return []
-    test = _test_block(call, node, src)
-    if test is not None:
-        return [test]
-    if groups and call.words[0] in groups and len(call.words) == 2:
-        route = groups[call.words[0]]  # Gin's `v1.GET(...)` after `v1 := r.Group("/v1")`
-    return _routes(call, node, src, route)
+                     groups: Mapping[str, str] | None = None) -> tuple[list[CallDefinition], list[Any]]:
+    """(what the call in `node` defines, the functions and blocks it is handed where it defines nothing).
+
+    Defined: a test group, a test, a route's handler or a group of routes. `route`: the path of the group of
+    routes `node` is in ("" outside any); `groups`: names bound to a group of routes so far (`group_binding`),
+    whose routes' paths are joined to the group's. Handed (`app.listen(port, () => {...})`, an IIFE's
+    `(function () {...})()`, Ruby's `included do ... end`, Ktor's `routing { ... }`): what those define is
+    still the file's (a module wrapped in an IIFE, a concern's methods), for the walk to read.
+    """
+    inner = node if node.type == "constructor_invocation" else _the_call(node)
+    if inner is None:
+        return [], []
+    call = _call(inner, src)
+    if call is not None:
+        test = _test_block(call, node, src)
+        if test is not None:
+            return [test], []
+        if groups and call.words[0] in groups and len(call.words) == 2:
+            route = groups[call.words[0]]  # Gin's `v1.GET(...)` after `v1 := r.Group("/v1")`
+        defined = _routes(call, node, src, route)
+        if defined:
+            return defined, []
+    return [], _handed(inner)
 
 
 def group_binding(node: Any, src: bytes, groups: Mapping[str, str]) -> tuple[str, str] | None:
@@ -151,20 +169,14 @@ def group_binding(node: Any, src: bytes, groups: Mapping[str, str]) -> tuple[str
     return (node_text(left.named_children[0], src), path) if path is not None else None
 
 
-def handed_functions(node: Any) -> list[Any]:
-    """The functions and blocks a statement's call is handed (`app.listen(port, () => {...})`, an IIFE's
-    `(function () {...})()`, Ruby's `included do ... end`, Ktor's `routing { ... }`): where the call defines
-    nothing itself, what they define is still the file's (a module wrapped in an IIFE, a concern's methods)."""
-    call = node if node.type == "constructor_invocation" else _the_call(node)
-    if call is None:
-        return []
-    head, holder, suffix = _parts(call)
+def _handed(call: Any) -> list[Any]:
+    head, holder, trailing = _parts(call)
     found = [a for a in (_unwrapped(a) for a in holder) if a.type in _FUNCTIONS]
     if head is not None and head.type == "parenthesized_expression" and head.named_child_count == 1 \
             and head.named_children[0].type in _FUNCTIONS:
         found.append(head.named_children[0])
-    if suffix is not None:
-        found.append(suffix)
+    if trailing is not None:
+        found.append(trailing)
     return found
 
 

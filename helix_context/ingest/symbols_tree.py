@@ -28,12 +28,11 @@ import re
 from typing import Any
 
 from helix_context.ingest.call_definitions import (
-    CALL_STATEMENTS,
     GROUP_BINDINGS,
     JS_FUNCTIONS,
     call_definitions,
+    call_statements,
     group_binding,
-    handed_functions,
 )
 from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
 from helix_context.models import Symbol
@@ -271,6 +270,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     js = language in _JS_FAMILY
     routes = [""]  # the paths of the groups of routes the walk is in (call_definitions.py)
     groups: dict[str, str] = {}  # names bound to a group of routes, and its path
+    calls = call_statements(language)
 
     def visit(node: Any, prefix: str, in_class: bool, depth: int) -> None:
         for child in node.named_children:
@@ -295,8 +295,8 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 continue
             if kind_name in GROUP_BINDINGS and (bound_group := group_binding(child, src, groups)) is not None:
                 groups[bound_group[0]] = bound_group[1]  # Gin's `v1 := r.Group("/v1")`: v1's routes are under /v1
-            if kind_name in CALL_STATEMENTS:
-                defined = call_definitions(child, src, routes[-1], groups)
+            if kind_name in calls:
+                defined, handed = call_definitions(child, src, routes[-1], groups)
                 for each in defined:  # a test or a group of tests, a route's handler, a group of routes
                     qual = prefix + each.name if each.nested else each.name
                     method = each.kind == "function" and in_class and each.nested
@@ -304,7 +304,6 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     routes.append(each.route if each.route is not None else routes[-1])
                     visit(each.body, qual + ".", each.kind == "class" and each.route is None, depth + 1)
                     routes.pop()
-                handed = [] if defined else handed_functions(child)
                 for body in handed:  # `app.listen(port, () => {...})`, an IIFE: what their bodies define
                     visit(body, prefix, in_class, depth + 1)
                 if defined or handed:
