@@ -76,6 +76,9 @@ _TEST_RUN = "Run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {.
 _ROUTE_GROUPS = frozenset({"route", "namespace"})
 # statements that may bind a name to a group of routes (Go: `v1 := r.Group("/v1")`; `group_binding`)
 GROUP_BINDINGS = frozenset({"short_var_declaration"})
+# HTTP clients called with a callback, which name a route they request, not one they serve: jQuery's
+# `$.get('/api/users', function (data) {...})`, Node's `http.get('/health', (res) => ...)`, request's `request.post(...)`
+_CLIENTS = frozenset({"$", "jquery", "axios", "http", "https", "request", "superagent", "client", "needle"})
 # a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
 _ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
                   "del": "DELETE", "head": "HEAD", "options": "OPTIONS", "all": "ALL", "any": "ANY", "use": "USE",
@@ -328,7 +331,8 @@ def _routes(call: _Call, statement: Any, src: bytes, route: str) -> list[CallDef
         if call.args and written is None:
             return []  # a path with a substitution, or no path at all
         path = _joined(route, written)
-        if path is not None and method is not None:
+        client = bool(method) and len(call.words) >= 2 and call.words[-2].lower() in _CLIENTS  # not `HandleFunc`
+        if path is not None and method is not None and not client:
             return [CallDefinition("function", _name(f"{method} {path}".strip()), statement, call.function,
                                    nested=False)]
         if path is not None and verb in _ROUTE_GROUPS and written is not None:

@@ -103,6 +103,7 @@ router.route('/sessions')
 
 router.post('/orders', placeOrder);
 cache.get('users', (err, hit) => {});
+$.get('/users/me', function (data) { render(data); });
 
 module.exports = router;
 """
@@ -273,8 +274,9 @@ def test_tests_and_route_handlers_are_named_as_their_readers_name_them(case: str
     """A test by its title inside its group (a Go subtest inside its test; a Go subtest titled by a variable is
     no symbol); a handler by its method and path, wherever the route is registered
     (inside `func Register`, a Sinatra class or Java's `main`). A handler defined elsewhere (`placeOrder`, a
-    Laravel controller action) and a call that merely takes a callback (`cache.get('users', cb)`) define nothing
-    here, nor does a path with a substitution (C#'s `$"/v{version}/status"`)."""
+    Laravel controller action), a call that merely takes a callback (`cache.get('users', cb)`) and an HTTP client
+    asking for a route (jQuery's `$.get('/users/me', cb)`) define nothing here, nor does a path with a
+    substitution (C#'s `$"/v{version}/status"`)."""
     language, _, source, want = DEFINED[case]
     assert _symbols(language, source) == want
 
