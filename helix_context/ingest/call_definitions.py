@@ -16,7 +16,7 @@ handed a function, and without a name it is a nameless stretch of its file:
   `get("/users/{id}") {...}`. A handler is a function named by its method and path, `GET /users/:id`, so
   "which handler serves GET /users/:id" or "where is the login endpoint" points at the handler.
 - groups of routes: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's `route("/customer") {...}`,
-  Sinatra's `namespace '/admin' do`. A group is a class named by its path, and its routes' paths are joined
+  Sinatra's `namespace '/admin' do`, Laravel's `Route::prefix('admin')->group(function () {...})`. A group is a class named by its path, and its routes' paths are joined
   to it: Ktor's `get("{id?}")` inside `route("/customer")` is `GET /customer/{id?}`. So are the routes of a
   name bound to a group (Gin's and Echo's `v1 := r.Group("/v1")`, then `v1.GET("/users/:id", ...)`).
 
@@ -74,6 +74,8 @@ _TEST_RUN = "Run"  # Go's subtests: `t.Run("adds the tax", func(t *testing.T) {.
 # a group of routes handed a function: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's
 # `route("/customer") {...}`, Sinatra's `namespace '/api' do`; its routes' paths are joined to its own
 _ROUTE_GROUPS = frozenset({"route", "namespace"})
+# Laravel's facade: its paths may omit the leading slash, and a group takes its prefix from a call or an array
+_LARAVEL, _LARAVEL_GROUP, _LARAVEL_PREFIX = "Route", "group", "prefix"
 # statements that may bind a name to a group of routes (Go: `v1 := r.Group("/v1")`; `group_binding`)
 GROUP_BINDINGS = frozenset({"short_var_declaration"})
 # HTTP clients called with a callback, which name a route they request, not one they serve: jQuery's
@@ -101,7 +103,8 @@ _STRING_PARTS = frozenset({"string_content", "string_fragment", "interpreted_str
 _RUBY_TITLES = frozenset({"constant", "scope_resolution"})  # RSpec's `describe Cart do`
 _MAX_NAME = 100
 # the last words of the callees that may define something, lower-cased (Go's `r.GET`, `t.Run`)
-_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, _TEST_RUN.lower(), *_ROUTE_METHODS, *_ROUTE_GROUPS})
+_CALLEES = frozenset({*_TEST_BLOCKS, *_TEST_MODIFIERS, _TEST_RUN.lower(), *_ROUTE_METHODS, *_ROUTE_GROUPS,
+                      _LARAVEL_GROUP, _LARAVEL_PREFIX})
 
 
 @dataclass(frozen=True)
@@ -326,10 +329,14 @@ def _routes(call: _Call, statement: Any, src: bytes, route: str) -> list[CallDef
     `router.route('/books').get(fn).post(fn)`."""
     verb = call.words[-1].lower()
     method = _ROUTE_METHODS.get(verb)
+    if verb == _LARAVEL_GROUP:
+        return _laravel_group(call, statement, src, route)
     if call.function is not None and call.words[0] != "()":  # (a call on a call's result is a chain's: below)
         written = _literal(call.args[0], src) if call.args else None
         if call.args and written is None:
             return []  # a path with a substitution, or no path at all
+        if written is not None and call.words[-2:-1] == [_LARAVEL] and written[:1] != "/":
+            written = "/" + written  # Laravel's `Route::get('users', ...)` serves /users
         path = _joined(route, written)
         client = bool(method) and len(call.words) >= 2 and call.words[-2].lower() in _CLIENTS  # not `HandleFunc`
         if path is not None and method is not None and not client:
@@ -338,6 +345,28 @@ def _routes(call: _Call, statement: Any, src: bytes, route: str) -> list[CallDef
         if path is not None and verb in _ROUTE_GROUPS and written is not None:
             return [CallDefinition("class", _name(path), statement, call.function, nested=False, route=path)]
     return _chained_routes(call, src, route)
+
+
+def _laravel_group(call: _Call, statement: Any, src: bytes, route: str) -> list[CallDefinition]:
+    """Laravel's `Route::prefix('admin')->group(function () {...})` and `Route::group(['prefix' => 'admin'],
+    function () {...})`: a group of routes named by its prefix ([] without one: what its function defines is
+    walked as any handed function's)."""
+    if call.function is None:
+        return []
+    prefix = None
+    if call.args and call.args[0].type == "array_creation_expression":
+        for item in call.args[0].named_children:
+            if item.named_child_count == 2 and _literal(item.named_children[0], src) == "prefix":
+                prefix = _literal(item.named_children[1], src)
+    link = _call(call.receiver, src) if call.receiver is not None else None
+    for _ in range(8):
+        if link is None or prefix is not None:
+            break
+        if link.words[-1] == _LARAVEL_PREFIX and link.args:
+            prefix = _literal(link.args[0], src)
+        link = _call(link.receiver, src) if link.receiver is not None else None
+    path = _joined(route, "/" + prefix.strip("/")) if prefix else None
+    return [CallDefinition("class", _name(path), statement, call.function, nested=False, route=path)] if path else []
 
 
 def _chained_routes(call: _Call, src: bytes, route: str) -> list[CallDefinition]:

@@ -212,6 +212,12 @@ Route::post('/invoices/{id}/refund', function (string $id) {
 });
 
 Route::get('/dashboard', [DashboardController::class, 'show']);
+
+Route::prefix('admin')->group(function () {
+    Route::delete('invoices/{id}', function (string $id) {
+        return Invoice::findOrFail($id)->delete();
+    });
+});
 """
 
 SPARK = """public class Api {
@@ -246,7 +252,8 @@ DEFINED = {
     "aspnet": ("csharp", "Program.cs", ASPNET, {
         "GET /todos/{id}": ("function", 4, 5), "POST /todos": ("function", 7, 12)}),
     "laravel": ("php", "routes/web.php", LARAVEL, {
-        "GET /invoices/{id}": ("function", 5, 7), "POST /invoices/{id}/refund": ("function", 9, 11)}),
+        "GET /invoices/{id}": ("function", 5, 7), "POST /invoices/{id}/refund": ("function", 9, 11),
+        "/admin": ("class", 15, 19), "DELETE /admin/invoices/{id}": ("function", 16, 18)}),
     "spark": ("java", "Api.java", SPARK, {
         "Api": ("class", 1, 6), "Api.main": ("method", 2, 5), "GET /hello": ("function", 3, 3),
         "DELETE /users/{id}": ("function", 4, 4)}),
