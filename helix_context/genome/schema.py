@@ -246,10 +246,11 @@ V9_TREE_SITTER_SYMBOLS = reparse_files(REPARSED_FOR_TREE_SITTER_SYMBOLS)
 # calls that define something (ingest/call_definitions.py): web routes' handlers (`app.get('/users/:id', ...)`,
 # Gin's `r.GET(...)`, Sinatra's `get '/x' do`, `app.MapGet(...)`, `Route::get(...)`, Ktor's `get("{id}") {}`) named
 # by method and path, RSpec's tests by their titles, and what functions handed to calls define (an IIFE's, a Rails
-# concern's). Those languages' files are re-parsed once more, as for V8. The team genome's V_CALL_DEFINITIONS is
+# concern's), and Swift's `deinit`. Those languages' files are re-parsed once more, as for V8. The team genome's V_CALL_DEFINITIONS is
 # the same statement.
 REPARSED_FOR_CALL_DEFINITIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rb", "rake", "cs", "csx",
-                                 "php", "phtml", "java", "kt", "kts", "vue", "svelte", "html", "htm", "xhtml")
+                                 "php", "phtml", "java", "kt", "kts", "swift", "vue", "svelte", "html", "htm",
+                                 "xhtml")
 V10_CALL_DEFINITIONS = reparse_files(REPARSED_FOR_CALL_DEFINITIONS)
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,

@@ -50,7 +50,7 @@ _SKIP = re.compile(r"lambda|arrow|closure|call|expression|argument|comment|strin
 _CLASS_WORDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "module", "namespace", "object",
                           "protocol", "record", "union", "mod", "contract"})
 _FUNCTION_WORDS = frozenset({"function", "method", "constructor", "destructor", "operator", "getter", "setter",
-                             "init", "subroutine"})
+                             "init", "deinit", "subroutine"})
 _DEFINES = frozenset({"declaration", "definition", "item", "signature", "specifier", "elem", "implementation"})
 _STATEMENTS_DEFINING = frozenset({"subroutine_declaration_statement"})  # Perl's `sub add {...}`
 _NODE_KINDS: dict[str, str | None] = {}
@@ -89,6 +89,9 @@ def _defined_name(node: Any, src: bytes) -> str | None:
                 head = head.named_children[0] if head.named_child_count else None
             if head is not None and head.type in _NAME_CHILDREN:
                 name = node_text(head, src)
+    if name is None and node.child_count and not node.children[0].is_named \
+            and node.type.startswith(node.children[0].type + "_"):
+        name = node.children[0].type  # named by its keyword alone: Swift's `deinit { ... }`
     return None if name == "function" else name  # R's `function(x) ...` names its keyword
 
 

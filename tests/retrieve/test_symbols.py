@@ -185,8 +185,9 @@ DEFINED = {
     "kotlin": ("class Cart {\n  fun add(x: Int) {}\n}\nfun top() {}\nobject Registry { fun get() {} }\n",
                {"Cart": ("class", 1), "Cart.add": ("method", 2), "top": ("function", 4), "Registry": ("class", 5),
                 "Registry.get": ("method", 5)}),
-    "swift": ("class Cart {\n  func add(x: Int) {}\n}\nprotocol Shape { func area() -> Double }\n",
-              {"Cart": ("class", 1), "Cart.add": ("method", 2), "Shape": ("class", 4), "Shape.area": ("method", 4)}),
+    "swift": ("class Cart {\n  func add(x: Int) {}\n  deinit { flush() }\n}\nprotocol Shape { func area() -> Double }\n",
+              {"Cart": ("class", 1), "Cart.add": ("method", 2), "Cart.deinit": ("method", 3), "Shape": ("class", 5),
+               "Shape.area": ("method", 5)}),
     "cpp": ("namespace shop {\nclass Cart {\n public:\n  void add(int x) { n += x; }\n};\nvoid go() {}\n"
             "struct Cart c;\n}\nint main() { return 0; }\n",
             {"shop": ("class", 1), "shop.Cart": ("class", 2), "shop.Cart.add": ("method", 4), "shop.go": ("function", 6),
