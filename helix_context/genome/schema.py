@@ -245,9 +245,9 @@ V9_TREE_SITTER_SYMBOLS = reparse_files(REPARSED_FOR_TREE_SITTER_SYMBOLS)
 
 # calls that define something (ingest/call_definitions.py): web routes' handlers (`app.get('/users/:id', ...)`,
 # Gin's `r.GET(...)`, Sinatra's `get '/x' do`, `app.MapGet(...)`, `Route::get(...)`, Ktor's `get("{id}") {}`) named
-# by method and path, RSpec's tests by their titles, and what functions handed to calls define (an IIFE's, a Rails
-# concern's), and Swift's `deinit`. Those languages' files are re-parsed once more, as for V8. The team genome's V_CALL_DEFINITIONS is
-# the same statement.
+# by method and path, RSpec's tests by their titles, what functions handed to calls define (an IIFE's, a Rails
+# concern's) and Swift's `deinit`. Those languages' files are re-parsed once more, as for V8. The team genome's
+# V_CALL_DEFINITIONS is the same statement.
 REPARSED_FOR_CALL_DEFINITIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "rb", "rake", "cs", "csx",
                                  "php", "phtml", "java", "kt", "kts", "swift", "vue", "svelte", "html", "htm",
                                  "xhtml")
