@@ -16,9 +16,10 @@ handed a function, and without a name it is a nameless stretch of its file:
   `get("/users/{id}") {...}`. A handler is a function named by its method and path, `GET /users/:id`, so
   "which handler serves GET /users/:id" or "where is the login endpoint" points at the handler.
 - groups of routes: chi's `r.Route("/articles", func(r chi.Router) {...})`, Ktor's `route("/customer") {...}`,
-  Sinatra's `namespace '/admin' do`, Laravel's `Route::prefix('admin')->group(function () {...})`. A group is a class named by its path, and its routes' paths are joined
-  to it: Ktor's `get("{id?}")` inside `route("/customer")` is `GET /customer/{id?}`. So are the routes of a
-  name bound to a group (Gin's and Echo's `v1 := r.Group("/v1")`, then `v1.GET("/users/:id", ...)`).
+  Sinatra's `namespace '/admin' do`, Laravel's `Route::prefix('admin')->group(function () {...})`. A group is
+  a class named by its path, and its routes' paths are joined to it: Ktor's `get("{id?}")` inside
+  `route("/customer")` is `GET /customer/{id?}`. So are the routes of a name bound to a group (Gin's and
+  Echo's `v1 := r.Group("/v1")`, then `v1.GET("/users/:id", ...)`).
 
 A route is named by its method and path wherever it is registered (inside `func setupRouter()` or a Sinatra
 class too): that is how readers and logs name it. A title's or path's dots become spaces, as a dot joins a
@@ -79,7 +80,7 @@ _LARAVEL, _LARAVEL_GROUP, _LARAVEL_PREFIX = "Route", "group", "prefix"
 # statements that may bind a name to a group of routes (Go: `v1 := r.Group("/v1")`; `group_binding`)
 GROUP_BINDINGS = frozenset({"short_var_declaration"})
 # HTTP clients called with a callback, which name a route they request, not one they serve: jQuery's
-# `$.get('/api/users', function (data) {...})`, Node's `http.get('/health', (res) => ...)`, request's `request.post(...)`
+# `$.get('/api/users', function (data) {...})`, Node's `http.get('/health', (res) => ...)`, `request.post(...)`
 _CLIENTS = frozenset({"$", "jquery", "axios", "http", "https", "request", "superagent", "client", "needle"})
 # a route's method as its name says it; "" where the call names no HTTP method (net/http's `HandleFunc`)
 _ROUTE_METHODS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete": "DELETE",
@@ -283,7 +284,7 @@ def _name(text: str) -> str:
 
 def _test_block(call: _Call, statement: Any, src: bytes) -> CallDefinition | None:
     """`describe('Cart', () => {...})`, `it.only('adds', ...)`, RSpec's `RSpec.describe Cart do`, `it 'adds' do`,
-    Kotest's and Spek's `describe("Cart") { it("adds") {...} }`, Go's subtests `t.Run("adds", func(t *testing.T) {...})`."""
+    Kotest's and Spek's `describe("Cart") { it("adds") {...} }`, Go's `t.Run("adds", func(t *testing.T) {...})`."""
     words = call.words
     if words[0] in _TEST_RECEIVERS and len(words) == 2:
         words = words[1:]
