@@ -396,3 +396,20 @@ def test_an_older_genome_names_its_routes_on_the_next_ingest(settings, tmp_path:
         assert (top["symbol"], top["start_line"], top["end_line"]) == ("DELETE /users/:id", 9, 12)
     finally:
         helix.close()
+
+
+def test_hostile_calls_give_bounded_symbols() -> None:
+    """A generated file of thousands of routes, a path of 200 KB, a chain of 3,000 calls and describes nested 300
+    deep: symbols stay within the per-file cap, names within 100 characters, nesting within the walk's depth."""
+    from helix_context.ingest.symbols_tree import MAX_SYMBOLS
+
+    _symbols("javascript", EXPRESS)
+    many = "".join(f"app.get('/r{i}', (req, res) => res.end());\n" for i in range(MAX_SYMBOLS + 1000))
+    assert len(find_symbols(many, "code", "javascript")) == MAX_SYMBOLS
+    huge = find_symbols("app.get('/" + "a" * 200_000 + "', (req, res) => 1);\n", "code", "javascript")
+    assert [len(s.name) for s in huge] == [100] and huge[0].name.startswith("GET /aaa")
+    chain = "router.route('/x')" + ".get((q, s) => 1)" * 3000 + ";\n"
+    assert len(find_symbols(chain, "code", "javascript")) <= 16  # a chain is read 16 calls deep at most
+    deep = "describe('a', () => {" * 300 + "it('x', () => {});" + "});" * 300 + "\n"
+    nested = find_symbols(deep, "code", "javascript")
+    assert 0 < len(nested) <= 41 and all(s.name.count(".") <= 41 for s in nested)
