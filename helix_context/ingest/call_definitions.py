@@ -198,19 +198,26 @@ def _the_call(node: Any) -> Any | None:
     return None
 
 
+def _callee(node: Any) -> Any | None:
+    """The node a call calls: its "function" field, or a Kotlin call's first child (Kotlin names no fields)."""
+    head = node.child_by_field_name("function")
+    if head is None and node.type == "call_expression" and node.named_child_count == 2:
+        head = node.named_children[0]
+    return head
+
+
 def _parts(node: Any) -> tuple[Any | None, list[Any], Any | None]:
     """(the callee, the argument nodes, the function or block written after the arguments: Ruby's block,
     Kotlin's trailing lambda)."""
-    head = node.child_by_field_name("function")
+    head = _callee(node)
     holder = node.child_by_field_name("arguments")
     trailing = node.child_by_field_name("block")  # Ruby's `do ... end`
     if trailing is not None and trailing.type not in _RUBY_BLOCKS:
         trailing = None
     if node.type == "constructor_invocation":  # Kotlin: the type, then its arguments
         holder = next((c for c in node.named_children if c.type == "value_arguments"), None)
-    elif head is None and node.type == "call_expression" and node.named_child_count == 2:  # Kotlin: callee, suffix
-        head, suffix = node.named_children
-        for part in suffix.named_children:
+    elif holder is None and node.type == "call_expression" and node.named_child_count == 2:  # Kotlin: the suffix
+        for part in node.named_children[1].named_children:
             if part.type == "value_arguments":
                 holder = part
             elif part.type == "annotated_lambda" and part.named_child_count:
@@ -225,9 +232,7 @@ def _call(node: Any | None, src: bytes) -> _Call | None:
         return None
     fields = _CALL_NODES[node.type]
     if fields is None:  # the callee is one node: a name, or a member of something
-        head = node.child_by_field_name("function")
-        if head is None and node.named_child_count == 2:  # Kotlin
-            head = node.named_children[0]
+        head = _callee(node)
         receiver, last = _member(head) if head is not None else (None, None)
     else:
         receiver, last = node.child_by_field_name(fields[0]), node.child_by_field_name(fields[1])
@@ -359,24 +364,27 @@ def _laravel_group(call: _Call, statement: Any, src: bytes, route: str) -> list[
         for item in call.args[0].named_children:
             if item.named_child_count == 2 and _literal(item.named_children[0], src) == "prefix":
                 prefix = _literal(item.named_children[1], src)
-    link = _call(call.receiver, src) if call.receiver is not None else None
-    for _ in range(8):
-        if link is None or prefix is not None:
-            break
-        if link.words[-1] == _LARAVEL_PREFIX and link.args:
-            prefix = _literal(link.args[0], src)
-        link = _call(link.receiver, src) if link.receiver is not None else None
+    if prefix is None:
+        prefix = next((p for link in _chain(call, src)[1:] if link.words[-1] == _LARAVEL_PREFIX and link.args
+                       and (p := _literal(link.args[0], src)) is not None), None)
     path = _joined(route, "/" + prefix.strip("/")) if prefix else None
     return [CallDefinition("class", _name(path), statement, call.function, nested=False, route=path)] if path else []
 
 
-def _chained_routes(call: _Call, src: bytes, route: str) -> list[CallDefinition]:
-    """Express's `router.route('/books').get(...).post(...)`: each method's handler, named with the route's path."""
+def _chain(call: _Call, src: bytes) -> list[_Call]:
+    """The call, then each call whose result it is called on (`a.route('/x').get(f)`: get, route), 16 at most
+    and only while each is one a definition may be called by."""
     links: list[_Call] = []
     link: _Call | None = call
     while link is not None and len(links) < 16:
         links.append(link)
         link = _call(link.receiver, src) if link.receiver is not None else None
+    return links
+
+
+def _chained_routes(call: _Call, src: bytes, route: str) -> list[CallDefinition]:
+    """Express's `router.route('/books').get(...).post(...)`: each method's handler, named with the route's path."""
+    links = _chain(call, src)
     root = links[-1]
     if len(links) < 2 or root.words[-1] != "route" or not root.args:
         return []

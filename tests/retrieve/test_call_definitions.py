@@ -4,13 +4,13 @@ handed to other calls define. A question about one points at its lines, not at a
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from helix_context import HelixContextManager
 from helix_context.ingest.symbols import find_symbols
+from tests.retrieve.older_genome import older_genome
 
 CART_TEST = """const { Cart } = require('../src/cart');
 
@@ -372,21 +372,14 @@ def test_what_a_function_handed_to_a_call_defines_is_found(language: str, source
 def test_an_older_genome_names_its_routes_on_the_next_ingest(settings, tmp_path: Path) -> None:
     """Upgrading: a genome indexed before routes were named marks its JS/TS, Go and Ruby files (only those) for
     one re-parse; the next ingest names the handlers without new genes."""
-    from helix_context.genome.schema import MIGRATIONS, V10_CALL_DEFINITIONS
+    from helix_context.genome.schema import V10_CALL_DEFINITIONS
 
     _symbols("javascript", EXPRESS)
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "users.js").write_text(EXPRESS)
     (tmp_path / "app" / "README.md").write_text("# Accounts\n\nThe users API.\n")
-    old = HelixContextManager(settings)
-    old.ingest_path(tmp_path / "app")
-    path = old.genome.path
-    old.close()
-    with sqlite3.connect(path) as conn:  # as an older Helix left it: no route handlers among the symbols
-        conn.execute("DELETE FROM symbols WHERE name LIKE '% /%'")
-        conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(V10_CALL_DEFINITIONS)}")
-    conn.close()
-    helix = HelixContextManager(settings)
+    # as an older Helix left it: no route handlers among the symbols
+    helix = older_genome(settings, tmp_path / "app", V10_CALL_DEFINITIONS, "DELETE FROM symbols WHERE name LIKE '% /%'")
     try:
         sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
         assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"users.js": True, "README.md": False}

@@ -11,6 +11,7 @@ import pytest
 
 from helix_context import HelixContextManager
 from helix_context.ingest.symbols import find_symbols, python_symbols
+from tests.retrieve.older_genome import older_genome
 
 # small neighbours: the chunker packs all of these into one stored gene
 ARCHIVE = textwrap.dedent('''\
@@ -370,25 +371,6 @@ def test_a_constant_s_name_points_at_the_line_that_sets_it(helix: HelixContextMa
     assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("MAX_RETRIES", "constant", 4, 4)
 
 
-def _older_genome(settings, folder: Path, migration: str, *undo: str) -> HelixContextManager:
-    """`folder` indexed, then the genome left as the version before `migration` left it (`undo` takes back
-    what that version found): an older Helix's genome, opened again by this one."""
-    import sqlite3
-
-    from helix_context.genome.schema import MIGRATIONS
-
-    old = HelixContextManager(settings)
-    old.ingest_path(folder)
-    path = old.genome.path
-    old.close()
-    with sqlite3.connect(path) as conn:
-        for statement in undo:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(migration)}")
-    conn.close()
-    return HelixContextManager(settings)
-
-
 def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, tmp_path: Path) -> None:
     """Upgrading: opening an older genome marks its files of languages with constants for one re-parse (not its
     other files), and the next ingest of the folder gives them their constants without new genes."""
@@ -398,7 +380,7 @@ def test_a_genome_from_before_constants_gets_them_on_its_next_ingest(settings, t
     (tmp_path / "net" / "retry.py").write_text(RETRY)
     (tmp_path / "net" / "README.md").write_text("# net\n\nRetries for fetching and uploading.\n")
     (tmp_path / "net" / "ports.go").write_text("package net\n\nconst DefaultPort = 8080\n")
-    helix = _older_genome(settings, tmp_path / "net", V8_CONSTANTS, "DELETE FROM symbols WHERE kind = 'constant'")
+    helix = older_genome(settings, tmp_path / "net", V8_CONSTANTS, "DELETE FROM symbols WHERE kind = 'constant'")
     try:
         hashes = dict(helix.genome.conn.execute("SELECT path, content_hash FROM files").fetchall())
         assert {Path(p).name: bool(h) for p, h in hashes.items()} == {"retry.py": False, "ports.go": False,
@@ -526,7 +508,7 @@ def test_an_older_genome_gets_the_corrected_tree_sitter_symbols_on_its_next_inge
     (tmp_path / "api" / "lambda.js").write_text(source)
     (tmp_path / "api" / "server.go").write_text(DEFINED["go"][0])
     (tmp_path / "api" / "retry.py").write_text(RETRY)
-    helix = _older_genome(settings, tmp_path / "api", V9_TREE_SITTER_SYMBOLS,
+    helix = older_genome(settings, tmp_path / "api", V9_TREE_SITTER_SYMBOLS,
                           "DELETE FROM symbols WHERE path LIKE '%.js' AND name <> 'Cart'",
                           "UPDATE symbols SET name = 'Start', kind = 'function' WHERE name = 'Server.Start'")
     try:
