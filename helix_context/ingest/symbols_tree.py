@@ -257,6 +257,27 @@ def _node_symbol(name: str, kind: str, node: Any) -> Symbol:
     return Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1)
 
 
+def _definition_symbol(name: str, kind: str, node: Any) -> Symbol:
+    """A symbol spanning a definition's lines, with what the grammar parses beside it rather than in it.
+
+    TypeScript parses a member's decorators (`@Delete(':id')`) as siblings before it in the class body and a class's
+    as children of its `export` statement, Rust its attributes (`#[get("/users/{id}")]`) and Dart its annotations
+    likewise; Dart gives a function's body as the sibling after its signature. The node alone would leave out the
+    route a reader looks for, or every line of the function but its first."""
+    while node.type.endswith("_signature") and node.parent is not None and node.parent.type.endswith("_signature"):
+        node = node.parent  # Dart's method_signature around the function_signature that names the method
+    first = last = node
+    while (before := first.prev_named_sibling) is not None and before.type in _BESIDE_BEFORE:
+        first = before
+    if node.type.endswith("_signature") and (after := node.next_named_sibling) is not None \
+            and after.type == "function_body":
+        last = after
+    return Symbol(name, kind, first.start_point[0] + 1, _end_row(last) + 1)
+
+
+_BESIDE_BEFORE = frozenset({"decorator", "attribute_item", "annotation"})
+
+
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     parser = parser_for(language)
     if parser is None:
@@ -348,7 +369,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 name, kind = f"{owner}.{name}", "method"  # Go: `func (s *Server) Start()` is `Server.Start`
             if kind and name and len(name) <= 120:
                 qual = prefix + name.strip().strip("\"'`")  # TS: `declare module "x"`
-                out.append(_node_symbol(qual, kind, child))
+                out.append(_definition_symbol(qual, kind, child))
                 visit(child, qual + ".", kind == "class" and kind_name not in _NAMESPACES, depth + 1)
             else:
                 visit(child, prefix, in_class, depth + 1)

@@ -22,3 +22,13 @@ def older_genome(settings, folder: Path, migration: str, *undo: str) -> HelixCon
         conn.execute(f"PRAGMA user_version = {MIGRATIONS.index(migration)}")
     conn.close()
     return HelixContextManager(settings)
+
+
+def reingest_marked(helix: HelixContextManager, folder: Path, marked: set[str]) -> None:
+    """Check that opening the older genome marked exactly the files named `marked` for a re-parse, then ingest
+    `folder` again: only those are read, and no gene is added (their text did not change, only what is found in it)."""
+    sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
+    assert {Path(p).name for p, size in sizes.items() if size == -1} == marked
+    report = helix.ingest_path(folder)
+    assert report.files_ingested == len(marked) and report.files_unchanged == len(sizes) - len(marked)
+    assert report.genes_added == 0

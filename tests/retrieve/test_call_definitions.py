@@ -10,7 +10,7 @@ import pytest
 
 from helix_context import HelixContextManager
 from helix_context.ingest.symbols import find_symbols
-from tests.retrieve.older_genome import older_genome
+from tests.retrieve.older_genome import older_genome, reingest_marked
 
 CART_TEST = """const { Cart } = require('../src/cart');
 
@@ -381,10 +381,7 @@ def test_an_older_genome_names_its_routes_on_the_next_ingest(settings, tmp_path:
     # as an older Helix left it: no route handlers among the symbols
     helix = older_genome(settings, tmp_path / "app", V10_CALL_DEFINITIONS, "DELETE FROM symbols WHERE name LIKE '% /%'")
     try:
-        sizes = dict(helix.genome.conn.execute("SELECT path, size FROM files").fetchall())
-        assert {Path(p).name: size == -1 for p, size in sizes.items()} == {"users.js": True, "README.md": False}
-        report = helix.ingest_path(tmp_path / "app")
-        assert report.files_ingested == 1 and report.files_unchanged == 1 and report.genes_added == 0
+        reingest_marked(helix, tmp_path / "app", {"users.js"})
         top = helix.fingerprint("which handler serves DELETE /users/:id", max_results=3)[0]
         assert (top["symbol"], top["start_line"], top["end_line"]) == ("DELETE /users/:id", 9, 12)
     finally:

@@ -11,7 +11,8 @@ Per-person state (sessions, their chat buffer, co-activation, activity) carries 
 
 from __future__ import annotations
 
-from helix_context.genome.schema import V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS
+from helix_context.genome.schema import (V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS,
+                                         V11_DEFINITION_LINES)
 
 MIGRATE_LOCK = 0x48454C4958  # "HELIX": the advisory lock key that serialises migrations
 
@@ -272,7 +273,11 @@ V_CONSTANTS = V8_CONSTANTS
 V_TREE_SITTER_SYMBOLS = V9_TREE_SITTER_SYMBOLS
 # routes' handlers and RSpec's tests become symbols: the next ingest re-parses those languages' files, as on SQLite
 V_CALL_DEFINITIONS = V10_CALL_DEFINITIONS
+# decorators, attributes and annotations above a definition, and Dart's bodies, in its lines: the next ingest
+# re-parses those languages' files, as on SQLite
+V_DEFINITION_LINES = V11_DEFINITION_LINES
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
-                               V_LIVE_PROJECTS, V_CONSTANTS, V_TREE_SITTER_SYMBOLS, V_CALL_DEFINITIONS)
+                               V_LIVE_PROJECTS, V_CONSTANTS, V_TREE_SITTER_SYMBOLS, V_CALL_DEFINITIONS,
+                               V_DEFINITION_LINES)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,7 @@
 """Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS),
-JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS) and route handlers (V_CALL_DEFINITIONS). A
-genome indexed before re-parses those files on the next ingest, and a question naming the symbol then points at its
-lines."""
+JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS), route handlers (V_CALL_DEFINITIONS) and Dart
+functions' bodies (V_DEFINITION_LINES). A genome indexed before re-parses those files on the next ingest, and a
+question naming the symbol then points at its lines."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 
 from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
+
+from tests.retrieve.test_definition_lines import DART
 
 from .conftest import older_team_genome
 
@@ -32,6 +34,8 @@ UPGRADES = {
                            "handler", ("handler", "function", 1, 3)),
     "route-handlers": (8, {"users.js": _ROUTES, "retry.py": _SOURCE}, "users.js",
                        "which handler serves DELETE /users/:id", ("DELETE /users/:id", "function", 5, 8)),
+    "definition-lines": (9, {"cart.dart": DART, "retry.py": _SOURCE}, "cart.dart",
+                         "Cart.total", ("Cart.total", "method", 10, 17)),
 }
 
 
