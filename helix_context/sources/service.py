@@ -278,12 +278,8 @@ class SourcesService:
             elif key in self._work:
                 data["state"] = "queued"
         watcher = self._watchers.get(key)
-        degraded = bool(watcher and watcher.degraded)
-        data["watching"] = bool(watcher and watcher.alive and key not in self._missing and not degraded)
-        data["polling"] = bool(watcher and watcher.polling)
-        data["watch_failed"] = degraded
-        if watcher is not None and watcher.error and (degraded or not data.get("last_error")):
-            data["last_error"] = f"watching failed: {watcher.error}" + ("; polling instead" if degraded else "")
+        data.update({"watching": False, "polling": False, "watch_failed": False} if watcher is None else
+                    watcher.describe(missing=key in self._missing, last_error=data.get("last_error")))
         if progress is not None and progress.source == key:
             data["progress"] = {"done": progress.done, "total": progress.total}
         return data

@@ -68,6 +68,15 @@ class FolderWatcher:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def describe(self, *, missing: bool, last_error: str | None) -> dict[str, object]:
+        """How the folder is watched, for its source's description: `missing` (its folder is gone) means not
+        watching; `last_error` is the source's own, which a failed watch's reason replaces when it explains more."""
+        data: dict[str, object] = {"watching": self.alive and not missing and not self.degraded,
+                                   "polling": self.polling, "watch_failed": self.degraded}
+        if self.error and (self.degraded or not last_error):
+            data["last_error"] = f"watching failed: {self.error}" + ("; polling instead" if self.degraded else "")
+        return data
+
     def _run(self) -> None:
         missing = False
         last_error = ""
