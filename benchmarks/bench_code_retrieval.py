@@ -276,14 +276,13 @@ def pointer_spans(retriever, question: str) -> list[tuple[str, int, int]]:
     return [(p.path or "", p.start_line, p.end_line) for p in found[:10]]
 
 
-def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
-    """Strict MRR@10 of Helix, of its single signals and of the function-level baselines, in one run."""
-    from helix_context.retrieve.retriever import Retriever
-
+def single_signal_variants(settings) -> dict:
+    """Helix as configured, and with the dense signal only (gene and span cosines) or the lexical signals only:
+    the rankings a fusion must not fall below, over the same genes."""
     cfg = settings.retrieval
     lexical = {f"{p}{n}": 0.0 for p in ("weight_", "code_weight_") for n in ("fts", "tags", "path", "path_terms",
                                                                                   "coactivation", "definition")}
-    variants = {
+    return {
         "helix": settings,
         "helix_dense_only": settings.replace(retrieval={**lexical, "locate_symbol": 0.0, "locate_definition": 0.0,
                                                         "locate_name": 0.0,
@@ -291,8 +290,14 @@ def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
         "helix_lexical_only": settings.replace(retrieval={"weight_dense": 0.0, "code_weight_dense": 0.0,
                                                           "locate_dense": 0.0}),
     }
+
+
+def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
+    """Strict MRR@10 of Helix, of its single signals and of the function-level baselines, in one run."""
+    from helix_context.retrieve.retriever import Retriever
+
     out: dict[str, float] = {}
-    for key, variant in variants.items():
+    for key, variant in single_signal_variants(settings).items():
         retriever = Retriever(helix.genome, variant, embedder_part=helix.embedder_part)
         out[key] = round(strict_mrr([pointer_spans(retriever, q) for q, _, _ in QUERIES]), 3)
     for label, spans in dense_function_spans(roots, helix.embedder, settings.embedding).items():

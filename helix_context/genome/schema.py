@@ -253,12 +253,13 @@ REPARSED_FOR_CALL_DEFINITIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", 
                                  "xhtml")
 V10_CALL_DEFINITIONS = reparse_files(REPARSED_FOR_CALL_DEFINITIONS)
 
-# a definition's lines with what its grammar parses beside it (ingest/symbols_tree.py: _definition_symbol):
-# TypeScript's decorators (`@Delete(':id')`), Rust's attributes (`#[get("/users/{id}")]`) and Dart's annotations
-# above it, and a Dart function's body, which left its symbol spanning the signature's line alone. Those languages'
-# files are re-parsed once more, as for V8. The team genome's V_DEFINITION_LINES is the same statement.
-REPARSED_FOR_DEFINITION_LINES = ("ts", "mts", "cts", "tsx", "vue", "svelte", "rs", "dart")
-V11_DEFINITION_LINES = reparse_files(REPARSED_FOR_DEFINITION_LINES)
+# a definition's lines with what its grammar parses beside it (ingest/symbols_tree.py: _definition_symbol): the doc
+# comment right above it (JSDoc, Javadoc, Go's and Rust's), TypeScript's decorators (`@Delete(':id')`), Rust's
+# attributes and Dart's annotations, and a Dart function's body, which left its symbol spanning the signature's line
+# alone; chunks keep a doc comment with its definition (chunk_code.py). Every file with symbols but Python's (whose
+# scanner is unchanged) is re-parsed once more, as for V8. The team genome's V_DEFINITION_LINES is the same statement.
+V11_DEFINITION_LINES = ("UPDATE files SET content_hash = '', size = -1 WHERE path IN (SELECT path FROM symbols) AND NOT ("
+                        + " OR ".join(f"path LIKE '%.{suffix}'" for suffix in ("py", "pyw", "pyi", "pyx")) + ");")
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
                                V7_LIVE_PROJECTS, V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS,

@@ -11,7 +11,7 @@ from typing import Any
 
 from helix_context.ingest.chunk_lines import Doc, Seg, new_group, segments_from_anchors, segments_paragraphs
 from helix_context.ingest.py_layout import python_string_lines
-from helix_context.ingest.treesitter import MAX_BYTES, node_name, parse_within_budget, parser_for
+from helix_context.ingest.treesitter import BESIDE_BEFORE, MAX_BYTES, doc_gap, node_name, parse_within_budget, parser_for
 
 # --------------------------------------------------------------------------- #
 # code: Python, by a scanner of strings and indentation
@@ -149,7 +149,8 @@ _IMPORT_LIKE = re.compile(r"import|include|using|package|use_declaration|extern_
 
 def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
                 fixed: str | None = None) -> list[tuple[int, str | None, Any]]:
-    """One anchor per named child; comments right above a node attach to it.
+    """One anchor per named child; the comments and decorators right above a node attach to it (a `/**` block
+    across one blank line: treesitter.doc_gap), and a Dart function's body to its signature.
 
     With ``fixed`` (the pieces of one big function body) every anchor gets that symbol.
     """
@@ -157,20 +158,24 @@ def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
     pending: int | None = None  # start row of a comment block waiting for its node
     last_row = floor_row - 1
     node_end = -1  # last row of the previous non-comment node
+    gap = 0  # blank lines the last comment may stand above its node
     for c in children:
         if not c.is_named:
             continue
         srow = c.start_point[0]
         erow = c.end_point[0] if c.end_point[1] > 0 or c.end_point[0] == srow else c.end_point[0] - 1
-        if "comment" in c.type:
-            if srow <= node_end:
+        if c.type == "function_body" and anchors and anchors[-1][2].type.endswith("_signature"):
+            last_row = node_end = erow  # Dart: a function's body is the sibling after its signature
+            continue
+        if "comment" in c.type or c.type in BESIDE_BEFORE:
+            if srow <= node_end and "comment" in c.type:
                 continue  # a trailing comment on the previous node's last line
             if pending is None or srow > last_row + 1:
                 pending = srow
-            last_row = erow
+            last_row, gap = erow, (doc_gap(c) if "comment" in c.type else 0)
             continue
         start = srow
-        if pending is not None and srow <= last_row + 1:
+        if pending is not None and srow <= last_row + 1 + gap:
             start = pending
         pending = None
         if fixed is not None:

@@ -34,7 +34,8 @@ from helix_context.ingest.call_definitions import (
     call_statements,
     group_binding,
 )
-from helix_context.ingest.treesitter import MAX_BYTES, node_name, node_text, parse_within_budget, parser_for
+from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, node_name, node_text, parse_within_budget,
+                                            parser_for)
 from helix_context.models import Symbol
 
 __all__ = ["MAX_SYMBOLS", "SCRIPT_HOSTS", "UPPER", "embedded_scripts", "treesitter_symbols"]
@@ -252,30 +253,59 @@ def embedded_scripts(text: str) -> tuple[str, str]:
     return "".join(out), language
 
 
-def _node_symbol(name: str, kind: str, node: Any) -> Symbol:
-    """A symbol spanning `node`'s lines."""
-    return Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1)
-
-
 def _definition_symbol(name: str, kind: str, node: Any) -> Symbol:
     """A symbol spanning a definition's lines, with what the grammar parses beside it rather than in it.
 
     TypeScript parses a member's decorators (`@Delete(':id')`) as siblings before it in the class body and a class's
     as children of its `export` statement, Rust its attributes (`#[get("/users/{id}")]`) and Dart its annotations
-    likewise; Dart gives a function's body as the sibling after its signature. The node alone would leave out the
-    route a reader looks for, or every line of the function but its first."""
+    likewise; Dart gives a function's body as the sibling after its signature. A doc comment right above (JSDoc,
+    Javadoc, `///`, Go's `// Total returns ...`) is a sibling in every grammar: it is the definition's words, as a
+    Python docstring is, and what a question in words matches (the span's own text is what a pointer is scored by).
+    The node alone would leave out the route a reader looks for, the words about it, or every line of a Dart
+    function but its first."""
     while node.type.endswith("_signature") and node.parent is not None and node.parent.type.endswith("_signature"):
         node = node.parent  # Dart's method_signature around the function_signature that names the method
-    first = last = node
-    while (before := first.prev_named_sibling) is not None and before.type in _BESIDE_BEFORE:
-        first = before
+    last = node
     if node.type.endswith("_signature") and (after := node.next_named_sibling) is not None \
             and after.type == "function_body":
         last = after
-    return Symbol(name, kind, first.start_point[0] + 1, _end_row(last) + 1)
+    return Symbol(name, kind, _first_row(node) + 1, _end_row(last) + 1)
 
 
-_BESIDE_BEFORE = frozenset({"decorator", "attribute_item", "annotation"})
+def _first_row(node: Any) -> int:
+    """The first line of a definition with the decorators and the doc comment right above it: no blank line
+    between (one for a `/**` block), not a comment ending a line of code, at most MAX_DOC_LINES of them."""
+    first = node
+    start = node.start_point[0]
+    while True:
+        before = first.prev_named_sibling
+        if before is None:
+            parent = first.parent
+            if parent is None or parent.type not in _WRAPPERS or parent.named_children[0] != first \
+                    or parent.start_point[0] != first.start_point[0]:  # Go's `const (` holds several
+                return first.start_point[0]
+            first = parent  # `export function f`, `const f = ...`: the comment is the statement's sibling
+        elif before.type in BESIDE_BEFORE:
+            first = before
+        elif ("comment" in before.type
+              and _end_row(before) >= first.start_point[0] - 1 - (0 if "comment" in first.type else doc_gap(before))
+              and start - before.start_point[0] <= MAX_DOC_LINES and not _ends_code(before)):
+            first = before
+        else:
+            return first.start_point[0]
+
+
+def _ends_code(comment: Any) -> bool:
+    """Whether `comment` stands after code on its first line (`x = 1; // note`): it is about that line."""
+    before = comment.prev_sibling
+    return before is not None and "comment" not in before.type and _end_row(before) == comment.start_point[0]
+
+
+MAX_DOC_LINES = 60  # a definition's own comment block; a longer one above it is a file's header, not its doc
+# statements whose first part is the definition: a comment above them is the definition's
+_WRAPPERS = frozenset({"export_statement", "lexical_declaration", "variable_declaration", "variable_declarator",
+                       "expression_statement", "assignment_expression", "ambient_declaration", "type_declaration",
+                       "const_declaration", "var_declaration"})
 
 
 def treesitter_symbols(text: str, language: str) -> list[Symbol]:
@@ -307,7 +337,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if bound is not None:
                 bound_kind, bound_name, span = bound
                 if bound_name and len(bound_name) <= 120:
-                    out.append(_node_symbol(prefix + bound_name, bound_kind, span))
+                    out.append(_definition_symbol(prefix + bound_name, bound_kind, span))
                 if bound_kind == "constant":  # an object literal's methods are still symbols of their own
                     if held is not None:
                         visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
@@ -324,7 +354,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 for each in defined:  # a test or a group of tests, a route's handler, a group of routes
                     qual = prefix + each.name if each.nested else each.name
                     method = each.kind == "function" and in_class and each.nested
-                    out.append(_node_symbol(qual, "method" if method else each.kind, each.span))
+                    out.append(_definition_symbol(qual, "method" if method else each.kind, each.span))
                     routes.append(each.route if each.route is not None else routes[-1])
                     visit(each.body, qual + ".", each.kind == "class" and each.route is None, depth + 1)
                     routes.pop()
@@ -337,7 +367,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 if assigned is not None:
                     assigned_kind, assigned_name, value = assigned
                     if assigned_name and len(assigned_name) <= 120:
-                        out.append(_node_symbol(assigned_name, assigned_kind, child))
+                        out.append(_definition_symbol(assigned_name, assigned_kind, child))
                     if assigned_kind not in ("function", "method"):  # a class's or object's methods
                         visit(value, assigned_name + "." if assigned_name else "", assigned_kind == "class", depth + 1)
                     continue
@@ -348,7 +378,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     and child.named_children[0].type == "identifier" \
                     and child.named_children[1].type == "function_definition":  # R: `add <- function(x) ...`
                 target = node_text(child.named_children[0], src)
-                out.append(_node_symbol(prefix + target, "method" if in_class else "function", child))
+                out.append(_definition_symbol(prefix + target, "method" if in_class else "function", child))
                 visit(child.named_children[1], f"{prefix}{target}.", False, depth + 1)
                 continue
             if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
@@ -417,7 +447,7 @@ def c_symbols(root: Any, src: bytes) -> list[Symbol]:
 
     def add(name: str | None, kind: str, node: Any) -> None:
         if name and len(name) <= 120 and len(out) < MAX_SYMBOLS:
-            out.append(_node_symbol(name, kind, node))
+            out.append(_definition_symbol(name, kind, node))
 
     def record(spec: Any, prefix: str, alias: str | None, span: Any) -> None:
         body = spec.child_by_field_name("body")

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["MAX_BYTES", "node_name", "node_text", "parse_within_budget", "parser_for"]
+__all__ = ["BESIDE_BEFORE", "MAX_BYTES", "doc_gap", "node_name", "node_text", "parse_within_budget", "parser_for"]
 
 ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "jsx": "javascript",
                "ts": "typescript", "c++": "cpp", "c#": "csharp", "cs": "csharp", "golang": "go",
@@ -48,6 +48,19 @@ def node_text(node: Any, src: bytes, limit: int = 120) -> str:
 _NAME_TYPES = frozenset({"identifier", "field_identifier", "type_identifier", "property_identifier",
                          "qualified_identifier", "scoped_identifier", "destructor_name", "operator_name",
                          "constant", "simple_identifier", "name", "word", "scoped_type_identifier"})
+
+
+# what grammars parse as siblings before a definition rather than in it: TypeScript's decorators, Rust's attributes,
+# Dart's annotations (they belong to the definition that follows, as a comment right above it does)
+BESIDE_BEFORE = frozenset({"decorator", "attribute_item", "annotation"})
+
+
+def doc_gap(comment: Any) -> int:
+    """Blank lines a comment may stand above the definition it documents: one for a `/** ... */` block (JSDoc,
+    Javadoc, KDoc, PHPDoc: a doc comment by its form, and some projects leave a blank line after it), none for any
+    other. Chunks (chunk_code.py) and symbols (symbols_tree.py) attach a comment to what follows by this one rule,
+    so a symbol's first line is in the gene that holds its code."""
+    return 1 if (comment.text or b"")[:3] == b"/**" else 0
 
 
 def node_name(node: Any, src: bytes) -> str | None:

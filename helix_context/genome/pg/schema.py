@@ -273,8 +273,8 @@ V_CONSTANTS = V8_CONSTANTS
 V_TREE_SITTER_SYMBOLS = V9_TREE_SITTER_SYMBOLS
 # routes' handlers and RSpec's tests become symbols: the next ingest re-parses those languages' files, as on SQLite
 V_CALL_DEFINITIONS = V10_CALL_DEFINITIONS
-# decorators, attributes and annotations above a definition, and Dart's bodies, in its lines: the next ingest
-# re-parses those languages' files, as on SQLite
+# doc comments, decorators, attributes and annotations above a definition, and Dart's bodies, in its lines: the
+# next ingest re-parses every file with symbols but Python's, as on SQLite
 V_DEFINITION_LINES = V11_DEFINITION_LINES
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,

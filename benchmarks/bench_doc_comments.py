@@ -1,0 +1,181 @@
+"""Questions in words over JavaScript whose functions carry doc comments: does a pointer land on the function?
+
+    python benchmarks/bench_doc_comments.py [--cache DIR] [--json OUT]
+
+Needs `npm` once: `npm pack express@4.21.2` into --cache (the npm registry; default: a folder in the temp
+dir), unpacked. Express's `lib/` (about 3,000 lines in 13 files) documents nearly every method with a JSDoc
+block, a blank line, then the method, and packs many methods into each stored chunk: the case where a
+question in words has to be told apart from the neighbours by what the doc comment says. 35 questions,
+written by hand in other words than the comments', each about one function or method.
+
+A pointer is a hit where its lines hold the function's definition line and are at most three times the
+function's own (its doc comment and code): a pointer at the whole file or at a chunk of ten methods is not.
+Printed, in the same run over the same files: MRR@10 and hits at rank 1 of Helix (`fingerprint`), of Helix
+with the dense signal only and with the lexical signals only, and of bm25s over the functions' own lines
+(the same definitions, each with its doc comment).
+"""
+
+from __future__ import annotations
+
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from _results import write_results
+from bench_code_retrieval import single_signal_variants
+
+PACKAGE = "express@4.21.2"
+
+# (question, file under lib/, the qualified name that answers it)
+QUESTIONS = [
+    ("set the HTTP status code of the response", "response.js", "res.status"),
+    ("send a JSON response body", "response.js", "res.json"),
+    ("respond with JSON wrapped in a callback function for cross-domain script requests", "response.js", "res.jsonp"),
+    ("send a status code with its standard message as the body", "response.js", "res.sendStatus"),
+    ("transfer a file from disk to the client", "response.js", "res.sendFile"),
+    ("prompt the browser to download a file", "response.js", "res.download"),
+    ("respond differently depending on the content types the client accepts", "response.js", "res.format"),
+    ("mark the response as a file to be saved with a file name", "response.js", "res.attachment"),
+    ("add a value to a response header without replacing the existing ones", "response.js", "res.append"),
+    ("remove a cookie from the client", "response.js", "res.clearCookie"),
+    ("set a cookie with options such as max age or signing", "response.js", "res.cookie"),
+    ("send the client to a different URL", "response.js", "res.redirect"),
+    ("add a field to the Vary header", "response.js", "res.vary"),
+    ("render a view template and send the resulting HTML", "response.js", "res.render"),
+    ("set the Link header with related URLs", "response.js", "res.links"),
+    ("check which content types the client is willing to accept", "request.js", "req.accepts"),
+    ("parse the Range header of a request into byte ranges", "request.js", "req.range"),
+    ("check whether the incoming request body has a given content type", "request.js", "req.is"),
+    ("check which languages the client accepts", "request.js", "req.acceptsLanguages"),
+    ("register a template engine for a file extension", "application.js", "app.engine"),
+    ("start an HTTP server listening for connections on a port", "application.js", "app.listen"),
+    ("turn a boolean application setting on", "application.js", "app.enable"),
+    ("check whether a setting is turned off", "application.js", "app.disabled"),
+    ("route every HTTP method of a path to the same handlers", "application.js", "app.all"),
+    ("set up the default configuration of a new application", "application.js", "app.defaultConfiguration"),
+    ("get the absolute path at which the app is mounted", "application.js", "app.path"),
+    ("build a function that computes weak or strong ETags", "utils.js", "compileETag"),
+    ("decide which proxy addresses to trust from a setting", "utils.js", "compileTrust"),
+    ("parse a query string allowing nested objects", "utils.js", "parseExtendedQueryString"),
+    ("add a charset parameter to a Content-Type value", "utils.js", "setCharset"),
+    ("answer an OPTIONS request with the allowed methods", "router/index.js", "sendOptionsResponse"),
+    ("merge the parent router's params into the child route's params", "router/index.js", "mergeParams"),
+    ("dispatch a request into the router's stack of middleware", "router/index.js", "proto.handle"),
+    ("find the next layer whose path matches the request", "router/index.js", "matchLayer"),
+    ("look up a file of a view in the configured view folders", "view.js", "View.lookup"),
+]
+
+
+def fetch(cache: Path) -> Path:
+    """Express's lib/ folder, unpacked under `cache` (downloaded once with npm)."""
+    lib = cache / "package" / "lib"
+    if lib.is_dir():
+        return lib
+    cache.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("this benchmark needs npm once, to fetch express from the npm registry (apt install npm)")
+    print(f"  downloading {PACKAGE} into {cache}", file=sys.stderr, flush=True)
+    subprocess.run([npm, "pack", PACKAGE, "--pack-destination", str(cache)], check=True, capture_output=True)
+    archive = next(cache.glob("express-*.tgz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(cache, filter="data")
+    return lib
+
+
+def targets(lib: Path) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """(file, name) → (first line with its doc comment, definition line, last line), from the symbols."""
+    from helix_context.ingest.symbols import find_symbols
+
+    out = {}
+    for path in sorted(lib.rglob("*.js")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for sym in find_symbols(text, "code", "javascript"):
+            line = sym.start_line  # the definition line: the first that is neither comment nor blank
+            while line < sym.end_line and (not lines[line - 1].strip() or lines[line - 1].lstrip()[:1] in "/*"):
+                line += 1
+            out[(path.relative_to(lib).as_posix(), sym.name)] = (sym.start_line, line, sym.end_line)
+    return out
+
+
+def is_hit(span: tuple[str, int, int], relpath: str, target: tuple[int, int, int]) -> bool:
+    path, first, last = span
+    lo, line, hi = target
+    return path.replace("\\", "/").endswith("/" + relpath) and first <= line <= last \
+        and last - first + 1 <= 3 * (hi - lo + 1)
+
+
+def score(ranked: list[list[tuple[str, int, int]]], wanted: list[tuple[int, int, int]]) -> dict[str, float]:
+    mrr, first = 0.0, 0
+    for spans, (_, relpath, _), target in zip(ranked, QUESTIONS, wanted, strict=True):
+        rank = next((i + 1 for i, span in enumerate(spans[:10]) if is_hit(span, relpath, target)), None)
+        mrr += 1.0 / rank if rank else 0.0
+        first += rank == 1
+    return {"mrr10": round(mrr / len(QUESTIONS), 3), "hits1": first}
+
+
+def bm25_functions(lib: Path, found: dict[tuple[str, str], tuple[int, int, int]]) -> list[list[tuple[str, int, int]]]:
+    """bm25s over each definition's own lines (its doc comment and code), path first, identifiers split."""
+    from bench_localization import BM25Index
+
+    ids = [(str(lib / rel), lo, hi) for (rel, _), (lo, _, hi) in sorted(found.items())]
+    texts = []
+    for path, lo, hi in ids:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        texts.append(path + "\n" + "\n".join(lines[lo - 1:hi]))
+    index = BM25Index(texts)
+    return [[ids[i] for i in index.search(question, 10)] for question, _, _ in QUESTIONS]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "helix-bench-doc-comments")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    lib = fetch(args.cache)
+    found = targets(lib)
+    missing = [name for _, rel, name in QUESTIONS if (rel, name) not in found]
+    if missing:
+        raise SystemExit(f"no symbol found for {missing}: the questions expect {PACKAGE}")
+    wanted = [found[(rel, name)] for _, rel, name in QUESTIONS]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HELIX_HOME"] = tmp
+        from helix_context.config import load_config
+        from helix_context.manager import HelixContextManager
+        from helix_context.retrieve.retriever import Retriever
+
+        settings = load_config()
+        helix = HelixContextManager(settings)
+        if helix.embedder is None:
+            raise SystemExit(f"embeddings unavailable: {helix.embedder_part.detail}")
+        report = helix.ingest_path(lib)
+        results: dict = {"model": settings.embedding.model, "genes": report.genes_added,
+                         "questions": len(QUESTIONS)}
+        for key, variant in single_signal_variants(settings).items():
+            retriever = Retriever(helix.genome, variant, embedder_part=helix.embedder_part)
+            ranked = [[(p.path or "", p.start_line, p.end_line)
+                       for p in retriever.retrieve(q, max_genes=10, gate=False, pointers=True).pointers[:10]]
+                      for q, _, _ in QUESTIONS]
+            results[key] = score(ranked, wanted)
+        helix.close()
+    results["bm25_functions"] = score(bm25_functions(lib, found), wanted)
+    print(f"{PACKAGE} lib/: {len(QUESTIONS)} questions over {results['genes']} genes, model {results['model']}")
+    print(f"  {'ranking':<46}{'MRR@10':>8}{'hits@1':>8}")
+    for key, label in (("helix", "Helix (fingerprint)"), ("helix_dense_only", "Helix, dense signal only"),
+                       ("helix_lexical_only", "Helix, lexical signals only"),
+                       ("bm25_functions", "bm25s, each definition's own lines")):
+        print(f"  {label:<46}{results[key]['mrr10']:>8.3f}{results[key]['hits1']:>8}")
+    write_results(args.json, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
