@@ -139,9 +139,10 @@ class RetrievalSettings:
     code_weight_definition: float = 2.0
     # question-aware weighting of code (retrieve/question.py): the code weights above serve text full of
     # names, paths and tracebacks (lexicality 1); a question in plain words (lexicality 0) multiplies the
-    # dense weights by question_dense and the lexical ones by question_lexical; linear in between
+    # dense weights by question_dense and the lexical ones by question_lexical; linear in between. None: the
+    # embedding model's own (ingest/embed_models.QUESTION_LEXICAL: MiniLM 0.4, code-minilm 1.0)
     question_dense: float = 1.5
-    question_lexical: float = 0.4
+    question_lexical: float | None = None
     # pointer score: + the span's own cosine to the query (span_dense.py); None: the embedding model's own
     # weight (ingest/embed_models.LOCATE_DENSE), since a better model's span cosines deserve more trust
     locate_dense: float | None = None

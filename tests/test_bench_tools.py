@@ -223,6 +223,8 @@ g.close()
 def load_monitor():
     import importlib.util
 
+    if str(MONITOR.parent) not in sys.path:  # the benchmarks import their own helpers (_checkout)
+        sys.path.insert(0, str(MONITOR.parent))
     spec = importlib.util.spec_from_file_location("helix_bench_monitor", MONITOR)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
