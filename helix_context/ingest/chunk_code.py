@@ -172,7 +172,7 @@ def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
                 continue  # a trailing comment on the previous node's last line
             if pending is None or srow > last_row + 1:
                 pending = srow
-            last_row, gap = erow, (doc_gap(c) if "comment" in c.type else 0)
+            last_row, gap = erow, (doc_gap(c, src) if "comment" in c.type else 0)
             continue
         start = srow
         if pending is not None and srow <= last_row + 1 + gap:

@@ -253,7 +253,7 @@ def embedded_scripts(text: str) -> tuple[str, str]:
     return "".join(out), language
 
 
-def _definition_symbol(name: str, kind: str, node: Any) -> Symbol:
+def _definition_symbol(name: str, kind: str, node: Any, src: bytes) -> Symbol:
     """A symbol spanning a definition's lines, with what the grammar parses beside it rather than in it.
 
     TypeScript parses a member's decorators (`@Delete(':id')`) as siblings before it in the class body and a class's
@@ -269,10 +269,10 @@ def _definition_symbol(name: str, kind: str, node: Any) -> Symbol:
     if node.type.endswith("_signature") and (after := node.next_named_sibling) is not None \
             and after.type == "function_body":
         last = after
-    return Symbol(name, kind, _first_row(node) + 1, _end_row(last) + 1)
+    return Symbol(name, kind, _first_row(node, src) + 1, _end_row(last) + 1)
 
 
-def _first_row(node: Any) -> int:
+def _first_row(node: Any, src: bytes) -> int:
     """The first line of a definition with the decorators and the doc comment right above it: no blank line
     between (one for a `/**` block), not a comment ending a line of code, at most MAX_DOC_LINES of them."""
     first = node
@@ -288,7 +288,7 @@ def _first_row(node: Any) -> int:
         elif before.type in BESIDE_BEFORE:
             first = before
         elif ("comment" in before.type
-              and _end_row(before) >= first.start_point[0] - 1 - (0 if "comment" in first.type else doc_gap(before))
+              and _end_row(before) >= first.start_point[0] - 1 - (0 if "comment" in first.type else doc_gap(before, src))
               and start - before.start_point[0] <= MAX_DOC_LINES and not _ends_code(before)):
             first = before
         else:
@@ -337,7 +337,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
             if bound is not None:
                 bound_kind, bound_name, span = bound
                 if bound_name and len(bound_name) <= 120:
-                    out.append(_definition_symbol(prefix + bound_name, bound_kind, span))
+                    out.append(_definition_symbol(prefix + bound_name, bound_kind, span, src))
                 if bound_kind == "constant":  # an object literal's methods are still symbols of their own
                     if held is not None:
                         visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
@@ -354,7 +354,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 for each in defined:  # a test or a group of tests, a route's handler, a group of routes
                     qual = prefix + each.name if each.nested else each.name
                     method = each.kind == "function" and in_class and each.nested
-                    out.append(_definition_symbol(qual, "method" if method else each.kind, each.span))
+                    out.append(_definition_symbol(qual, "method" if method else each.kind, each.span, src))
                     routes.append(each.route if each.route is not None else routes[-1])
                     visit(each.body, qual + ".", each.kind == "class" and each.route is None, depth + 1)
                     routes.pop()
@@ -367,7 +367,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 if assigned is not None:
                     assigned_kind, assigned_name, value = assigned
                     if assigned_name and len(assigned_name) <= 120:
-                        out.append(_definition_symbol(assigned_name, assigned_kind, child))
+                        out.append(_definition_symbol(assigned_name, assigned_kind, child, src))
                     if assigned_kind not in ("function", "method"):  # a class's or object's methods
                         visit(value, assigned_name + "." if assigned_name else "", assigned_kind == "class", depth + 1)
                     continue
@@ -378,7 +378,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                     and child.named_children[0].type == "identifier" \
                     and child.named_children[1].type == "function_definition":  # R: `add <- function(x) ...`
                 target = node_text(child.named_children[0], src)
-                out.append(_definition_symbol(prefix + target, "method" if in_class else "function", child))
+                out.append(_definition_symbol(prefix + target, "method" if in_class else "function", child, src))
                 visit(child.named_children[1], f"{prefix}{target}.", False, depth + 1)
                 continue
             if kind_name == "type_spec":  # Go: `type Server struct {...}`, `type Shape interface {...}`
@@ -399,7 +399,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                 name, kind = f"{owner}.{name}", "method"  # Go: `func (s *Server) Start()` is `Server.Start`
             if kind and name and len(name) <= 120:
                 qual = prefix + name.strip().strip("\"'`")  # TS: `declare module "x"`
-                out.append(_definition_symbol(qual, kind, child))
+                out.append(_definition_symbol(qual, kind, child, src))
                 visit(child, qual + ".", kind == "class" and kind_name not in _NAMESPACES, depth + 1)
             else:
                 visit(child, prefix, in_class, depth + 1)
@@ -447,7 +447,7 @@ def c_symbols(root: Any, src: bytes) -> list[Symbol]:
 
     def add(name: str | None, kind: str, node: Any) -> None:
         if name and len(name) <= 120 and len(out) < MAX_SYMBOLS:
-            out.append(_definition_symbol(name, kind, node))
+            out.append(_definition_symbol(name, kind, node, src))
 
     def record(spec: Any, prefix: str, alias: str | None, span: Any) -> None:
         body = spec.child_by_field_name("body")

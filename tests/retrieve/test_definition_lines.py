@@ -256,3 +256,11 @@ def test_a_doc_comment_is_stored_with_the_code_it_documents(helix: HelixContextM
     for name, first, _, gene_first, gene_last in rows:
         assert first == defined[name] - 5, name  # from its `/**` line
         assert gene_first <= first and defined[name] <= gene_last, name  # the doc and the definition: one chunk
+
+
+def test_a_big_file_of_documented_functions_gets_every_doc_comment() -> None:
+    """A generated file past the size parsed in one go (it is read through a callback): every function's doc
+    comment is found from the parsed bytes (reading it from the tree's nodes crashed the process here)."""
+    source = "".join(f"/** Adds {i}. */\nfunction add{i}(a) {{ return a + {i}; }}\n" for i in range(5000))
+    got = _symbols("javascript", source)
+    assert len(got) == 5000 and got["add4999"] == ("function", 9999, 10000)
