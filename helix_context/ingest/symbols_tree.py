@@ -185,13 +185,18 @@ def _assigned(statement: Any, src: bytes) -> tuple[str, str, Any] | None:
     `module.exports = function parse() {}` (or `class Cart ...`) defines it by its own name. A class's
     methods, and an exported object's (`module.exports = { parse(text) {...} }`), are the caller's to
     visit: name "" is no symbol of its own (an anonymous value, an object). Only names written out
-    (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for)."""
+    (`a[key] = ...` and `this.x = ...` name nothing that a reader could ask for). A chain of assignments
+    (`res.set = res.header = function header() {}`) is named by its first target, the one documented first."""
     if statement.parent is None or statement.parent.type != "program" or statement.named_child_count != 1:
         return None
     assignment = statement.named_children[0]
     if assignment.type != "assignment_expression":
         return None
     left, value = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+    for _ in range(8):  # `res.set = res.header = function header(...)`: named by the first, valued by the last
+        if value is None or value.type != "assignment_expression":
+            break
+        value = value.child_by_field_name("right")
     if left is None or value is None or left.type != "member_expression":
         return None
     kind = "function" if value.type in JS_FUNCTIONS else value.type

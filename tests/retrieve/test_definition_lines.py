@@ -132,6 +132,15 @@ res.vary = function (field) {
   vary(this, field);
   return this;
 };
+
+/**
+ * Set header `field` to `val`; aliased as `res.header()`.
+ */
+
+res.set = res.header = function header(field, val) {
+  this.setHeader(field, val);
+  return this;
+};
 """
 
 JAVA = """package shop;
@@ -167,7 +176,8 @@ DEFINED = {
     "go": (GO, {"Total": ("function", 3, 7), "Open": ("function", 10, 10),
                 "MaxItems": ("constant", 15, 15), "Server": ("class", 18, 19)}),
     "javascript": (RESPONSE, {"res.redirect": ("method", 3, 15),
-                              "res.clearCookie": ("method", 17, 23), "res.vary": ("method", 25, 30)}),
+                              "res.clearCookie": ("method", 17, 23), "res.vary": ("method", 25, 30),
+                              "res.set": ("method", 32, 39)}),
     "java": (JAVA, {"Cart": ("class", 3, 12), "Cart.add": ("method", 7, 11)}),
     "c": (C, {"add": ("function", 1, 5), "twice": ("function", 9, 9)}),
     "dart": (DART, {"taxed": ("function", 1, 3), "Cart": ("class", 5, 24), "Cart.Cart": ("method", 8, 8),
@@ -188,7 +198,8 @@ def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
 def test_a_definition_spans_its_decorators_and_its_body(language: str) -> None:
     """The doc comment, decorators and attributes right above a definition are its lines (a `/**` block across one
     blank line, as Express writes them); a comment ending a line of code, one a blank line away and a group's
-    header (`const (`) are not; a Dart function ends where its body does."""
+    header (`const (`) are not; a Dart function ends where its body does. Express's `res.set = res.header =
+    function header(...)` is `res.set` (a chain of assignments was no symbol at all)."""
     source, want = DEFINED[language]
     assert _symbols(language, source) == want
 
