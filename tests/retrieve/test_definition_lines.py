@@ -195,7 +195,7 @@ def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
 
 
 @pytest.mark.parametrize("language", sorted(DEFINED))
-def test_a_definition_spans_its_decorators_and_its_body(language: str) -> None:
+def test_a_definition_spans_its_doc_comment_decorators_and_body(language: str) -> None:
     """The doc comment, decorators and attributes right above a definition are its lines (a `/**` block across one
     blank line, as Express writes them); a comment ending a line of code, one a blank line away and a group's
     header (`const (`) are not; a Dart function ends where its body does. Express's `res.set = res.header =
