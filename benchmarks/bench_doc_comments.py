@@ -2,11 +2,13 @@
 
     python benchmarks/bench_doc_comments.py [--cache DIR] [--json OUT]
 
-Needs `npm` once: `npm pack express@4.21.2` into --cache (the npm registry; default: a folder in the temp
-dir), unpacked. Express's `lib/` (about 3,000 lines in 13 files) documents nearly every method with a JSDoc
-block, a blank line, then the method, and packs many methods into each stored chunk: the case where a
-question in words has to be told apart from the neighbours by what the doc comment says. 35 questions,
-written by hand in other words than the comments', each about one function or method.
+Needs `npm` once: `npm pack` of express 4.21.2 and commander 12.1.0 into --cache (the npm registry;
+default: a folder in the temp dir), unpacked. Express's `lib/` (about 3,000 lines in 13 files) documents
+nearly every method with a JSDoc block, a blank line, then the method; commander's (3,600 lines, most in one
+class of 100 methods) writes the block right above. Stored chunks pack several methods each: the case where
+a question in words has to be told apart from the neighbours by what the doc comment says. 35 and 30
+questions, written by hand in other words than the comments', each about one function or method; each
+package is its own genome.
 
 A pointer is a hit where its lines hold the function's definition line and are at most three times the
 function's own (its doc comment and code): a pointer at the whole file or at a chunk of ten methods is not.
@@ -31,10 +33,8 @@ from pathlib import Path
 from _results import write_results
 from bench_code_retrieval import single_signal_variants
 
-PACKAGE = "express@4.21.2"
-
 # (question, file under lib/, the qualified name that answers it)
-QUESTIONS = [
+EXPRESS = [
     ("set the HTTP status code of the response", "response.js", "res.status"),
     ("send a JSON response body", "response.js", "res.json"),
     ("respond with JSON wrapped in a callback function for cross-domain script requests", "response.js", "res.jsonp"),
@@ -72,21 +72,58 @@ QUESTIONS = [
     ("look up a file of a view in the configured view folders", "view.js", "View.lookup"),
 ]
 
+COMMANDER = [
+    ("define a command-line option with its flags and a description", "command.js", "Command.option"),
+    ("declare an option that must always be given", "command.js", "Command.requiredOption"),
+    ("add a positional argument to the command", "command.js", "Command.argument"),
+    ("register the function that runs when the command is invoked", "command.js", "Command.action"),
+    ("parse the process arguments and run the matching command", "command.js", "Command.parse"),
+    ("parse the arguments when the action handlers are asynchronous", "command.js", "Command.parseAsync"),
+    ("add a flag that prints the program's version", "command.js", "Command.version"),
+    ("give the command another name it can be called by", "command.js", "Command.alias"),
+    ("throw an exception instead of exiting the process", "command.js", "Command.exitOverride"),
+    ("show the help text after an error message", "command.js", "Command.showHelpAfterError"),
+    ("accept options the program did not declare", "command.js", "Command.allowUnknownOption"),
+    ("leave the options after a subcommand for it to handle", "command.js", "Command.passThroughOptions"),
+    ("get the values of all parsed options as one object", "command.js", "Command.opts"),
+    ("get option values including those of the parent commands", "command.js", "Command.optsWithGlobals"),
+    ("run a callback before or after the action of a command", "command.js", "Command.hook"),
+    ("change where the help and the error output are written", "command.js", "Command.configureOutput"),
+    ("print the help text", "command.js", "Command.outputHelp"),
+    ("report an error to the user and exit", "command.js", "Command.error"),
+    ("derive the program name from the script's file name", "command.js", "Command.nameFromFilename"),
+    ("set the folder where executable subcommands are looked for", "command.js", "Command.executableDir"),
+    ("add extra text before or after the built-in help", "command.js", "Command.addHelpText"),
+    ("read option values from environment variables", "command.js", "Command._parseOptionsEnv"),
+    ("check that every mandatory option was given a value", "command.js",
+     "Command._checkForMissingMandatoryOptions"),
+    ("create a subcommand", "command.js", "Command.command"),
+    ("word-wrap text to fit the width of the terminal", "help.js", "Help.wrap"),
+    ("compute the edit distance between two strings", "suggestSimilar.js", "editDistance"),
+    ("turn an option name with dashes into camel case", "option.js", "camelcase"),
+    ("restrict an option's value to a fixed set of choices", "option.js", "Option.choices"),
+    ("set other option values implied by this option", "option.js", "Option.implies"),
+    ("make an argument optional", "argument.js", "Argument.argOptional"),
+]
 
-def fetch(cache: Path) -> Path:
-    """Express's lib/ folder, unpacked under `cache` (downloaded once with npm)."""
-    lib = cache / "package" / "lib"
+PACKAGES = {"express@4.21.2": EXPRESS, "commander@12.1.0": COMMANDER}
+
+
+def fetch(cache: Path, package: str) -> Path:
+    """The package's lib/ folder, unpacked under `cache` (downloaded once with npm)."""
+    folder = cache / package.replace("@", "-")
+    lib = folder / "package" / "lib"
     if lib.is_dir():
         return lib
-    cache.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     npm = shutil.which("npm")
     if npm is None:
-        raise SystemExit("this benchmark needs npm once, to fetch express from the npm registry (apt install npm)")
-    print(f"  downloading {PACKAGE} into {cache}", file=sys.stderr, flush=True)
-    subprocess.run([npm, "pack", PACKAGE, "--pack-destination", str(cache)], check=True, capture_output=True)
-    archive = next(cache.glob("express-*.tgz"))
+        raise SystemExit("this benchmark needs npm once, to fetch its packages from the npm registry (apt install npm)")
+    print(f"  downloading {package} into {folder}", file=sys.stderr, flush=True)
+    subprocess.run([npm, "pack", package, "--pack-destination", str(folder)], check=True, capture_output=True)
+    archive = next(folder.glob("*.tgz"))
     with tarfile.open(archive) as tar:
-        tar.extractall(cache, filter="data")
+        tar.extractall(folder, filter="data")
     return lib
 
 
@@ -113,16 +150,23 @@ def is_hit(span: tuple[str, int, int], relpath: str, target: tuple[int, int, int
         and last - first + 1 <= 3 * (hi - lo + 1)
 
 
-def score(ranked: list[list[tuple[str, int, int]]], wanted: list[tuple[int, int, int]]) -> dict[str, float]:
+Question = tuple[str, str, str]
+LABELS = (("helix", "Helix (fingerprint)"), ("helix_dense_only", "Helix, dense signal only"),
+          ("helix_lexical_only", "Helix, lexical signals only"), ("bm25_functions", "bm25s, each definition's own lines"))
+
+
+def score(questions: list[Question], ranked: list[list[tuple[str, int, int]]],
+          wanted: list[tuple[int, int, int]]) -> dict[str, float]:
     mrr, first = 0.0, 0
-    for spans, (_, relpath, _), target in zip(ranked, QUESTIONS, wanted, strict=True):
+    for spans, (_, relpath, _), target in zip(ranked, questions, wanted, strict=True):
         rank = next((i + 1 for i, span in enumerate(spans[:10]) if is_hit(span, relpath, target)), None)
         mrr += 1.0 / rank if rank else 0.0
         first += rank == 1
-    return {"mrr10": round(mrr / len(QUESTIONS), 3), "hits1": first}
+    return {"mrr10": round(mrr / len(questions), 3), "hits1": first}
 
 
-def bm25_functions(lib: Path, found: dict[tuple[str, str], tuple[int, int, int]]) -> list[list[tuple[str, int, int]]]:
+def bm25_functions(lib: Path, found: dict[tuple[str, str], tuple[int, int, int]],
+                   questions: list[Question]) -> list[list[tuple[str, int, int]]]:
     """bm25s over each definition's own lines (its doc comment and code), path first, identifiers split."""
     from bench_localization import BM25Index
 
@@ -132,20 +176,16 @@ def bm25_functions(lib: Path, found: dict[tuple[str, str], tuple[int, int, int]]
         lines = Path(path).read_text(encoding="utf-8").split("\n")
         texts.append(path + "\n" + "\n".join(lines[lo - 1:hi]))
     index = BM25Index(texts)
-    return [[ids[i] for i in index.search(question, 10)] for question, _, _ in QUESTIONS]
+    return [[ids[i] for i in index.search(question, 10)] for question, _, _ in questions]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "helix-bench-doc-comments")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
-    lib = fetch(args.cache)
+def measure(package: str, lib: Path, questions: list[Question]) -> dict:
+    """Every ranking's MRR@10 and hits at rank 1 over one package's own genome."""
     found = targets(lib)
-    missing = [name for _, rel, name in QUESTIONS if (rel, name) not in found]
+    missing = [name for _, rel, name in questions if (rel, name) not in found]
     if missing:
-        raise SystemExit(f"no symbol found for {missing}: the questions expect {PACKAGE}")
-    wanted = [found[(rel, name)] for _, rel, name in QUESTIONS]
+        raise SystemExit(f"no symbol found for {missing}: the questions expect {package}")
+    wanted = [found[(rel, name)] for _, rel, name in questions]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HELIX_HOME"] = tmp
         from helix_context.config import load_config
@@ -157,22 +197,34 @@ def main() -> int:
         if helix.embedder is None:
             raise SystemExit(f"embeddings unavailable: {helix.embedder_part.detail}")
         report = helix.ingest_path(lib)
-        results: dict = {"model": settings.embedding.model, "genes": report.genes_added,
-                         "questions": len(QUESTIONS)}
+        results: dict = {"model": settings.embedding.model, "genes": report.genes_added, "questions": len(questions)}
         for key, variant in single_signal_variants(settings).items():
             retriever = Retriever(helix.genome, variant, embedder_part=helix.embedder_part)
             ranked = [[(p.path or "", p.start_line, p.end_line)
                        for p in retriever.retrieve(q, max_genes=10, gate=False, pointers=True).pointers[:10]]
-                      for q, _, _ in QUESTIONS]
-            results[key] = score(ranked, wanted)
+                      for q, _, _ in questions]
+            results[key] = score(questions, ranked, wanted)
         helix.close()
-    results["bm25_functions"] = score(bm25_functions(lib, found), wanted)
-    print(f"{PACKAGE} lib/: {len(QUESTIONS)} questions over {results['genes']} genes, model {results['model']}")
-    print(f"  {'ranking':<46}{'MRR@10':>8}{'hits@1':>8}")
-    for key, label in (("helix", "Helix (fingerprint)"), ("helix_dense_only", "Helix, dense signal only"),
-                       ("helix_lexical_only", "Helix, lexical signals only"),
-                       ("bm25_functions", "bm25s, each definition's own lines")):
-        print(f"  {label:<46}{results[key]['mrr10']:>8.3f}{results[key]['hits1']:>8}")
+    results["bm25_functions"] = score(questions, bm25_functions(lib, found, questions), wanted)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "helix-bench-doc-comments")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    results = {package: measure(package, fetch(args.cache, package), questions)
+               for package, questions in PACKAGES.items()}
+    total = sum(len(q) for q in PACKAGES.values())
+    results["all"] = {key: {"mrr10": round(sum(r[key]["mrr10"] * r["questions"] for r in results.values()) / total, 3),
+                            "hits1": sum(r[key]["hits1"] for r in results.values())} for key, _ in LABELS}
+    model = next(iter(results.values()))["model"]
+    print(f"{total} questions in words, model {model}: MRR@10 (hits at rank 1)")
+    print(f"  {'ranking':<40}" + "".join(f"{name:>20}" for name in [*PACKAGES, "all"]))
+    for key, label in LABELS:
+        print(f"  {label:<40}" + "".join(f"{results[name][key]['mrr10']:>12.3f} ({results[name][key]['hits1']:>3})"
+                                         for name in [*PACKAGES, "all"]))
     write_results(args.json, results)
     return 0
 
