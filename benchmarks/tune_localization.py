@@ -283,7 +283,7 @@ def tune(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from helix_context.config import load_config
-    from helix_context.ingest.embed_models import LOCATE_DENSE, QUESTION_LEXICAL, model_weight
+    from helix_context.ingest.embed_models import locate_dense
     from helix_context.retrieve.locate import LocateWeights
     from helix_context.retrieve.retriever import LOCATE_WINDOW
 
@@ -312,11 +312,10 @@ def tune(args: argparse.Namespace) -> int:
     settings = load_config()
     cfg = settings.retrieval
     weights = code_weights()
-    span_weight = model_weight(LOCATE_DENSE, settings.embedding.model, cfg.locate_dense)
+    span_weight = locate_dense(settings.embedding.model, cfg.locate_dense)
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
                              cfg.locate_tests, cfg.locate_file_mass, span_weight)
-    question = Question(cfg.question_dense, model_weight(QUESTION_LEXICAL, settings.embedding.model,
-                                                         cfg.question_lexical))
+    question = Question(cfg.question_dense, cfg.question_lexical)
     shipped_locate, shipped_question = locate_w, question
 
     def measure(w: dict[str, float], lw: LocateWeights, q: Question) -> tuple[float, dict[str, float]]:

