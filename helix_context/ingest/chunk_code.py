@@ -167,12 +167,13 @@ def _ts_anchors(children: list[Any], src: bytes, prefix: str, floor_row: int,
         if c.type == "function_body" and anchors and anchors[-1][2].type.endswith("_signature"):
             last_row = node_end = erow  # Dart: a function's body is the sibling after its signature
             continue
-        if "comment" in c.type or c.type in BESIDE_BEFORE:
-            if srow <= node_end and "comment" in c.type:
+        comment = "comment" in c.type
+        if comment or c.type in BESIDE_BEFORE:
+            if srow <= node_end and comment:
                 continue  # a trailing comment on the previous node's last line
             if pending is None or srow > last_row + 1:
                 pending = srow
-            last_row, gap = erow, (doc_gap(c, src) if "comment" in c.type else 0)
+            last_row, gap = erow, (doc_gap(c, src) if comment else 0)
             continue
         start = srow
         if pending is not None and srow <= last_row + 1 + gap:

@@ -11,6 +11,7 @@ import pytest
 from helix_context import HelixContextManager
 from helix_context.ingest.symbols import find_symbols
 from tests.retrieve.older_genome import older_genome, reingest_marked
+from tests.retrieve.tree_symbols import symbols_of as _symbols
 
 CART_TEST = """const { Cart } = require('../src/cart');
 
@@ -267,13 +268,6 @@ DEFINED = {
         "Routes": ("function", 3, 12), "/articles": ("class", 4, 11), "GET /articles": ("function", 5, 7),
         "DELETE /articles/{articleID}": ("function", 8, 10)}),
 }
-
-
-def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
-    got = {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(source, "code", language)}
-    if not got:
-        pytest.skip(f"no tree-sitter grammar for {language} in this install")
-    return got
 
 
 @pytest.mark.parametrize("case", sorted(DEFINED))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from helix_context import HelixContextManager
-from helix_context.ingest.symbols import find_symbols
 from tests.retrieve.older_genome import older_genome, reingest_marked
+from tests.retrieve.tree_symbols import symbols_of as _symbols
 
 NEST = """import { Controller, Get, Delete, Param } from '@nestjs/common';
 
@@ -184,14 +184,6 @@ DEFINED = {
                     "Cart.total": ("method", 10, 17), "Cart.count": ("method", 19, 19),
                     "Cart.empty": ("method", 21, 23)}),
 }
-
-
-def _symbols(language: str, source: str) -> dict[str, tuple[str, int, int]]:
-    from helix_context.ingest.treesitter import parser_for
-
-    if parser_for(language) is None:
-        pytest.skip(f"no tree-sitter grammar for {language} in this install")
-    return {s.name: (s.kind, s.start_line, s.end_line) for s in find_symbols(source, "code", language)}
 
 
 @pytest.mark.parametrize("language", sorted(DEFINED))
