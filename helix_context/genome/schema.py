@@ -261,7 +261,18 @@ V10_CALL_DEFINITIONS = reparse_files(REPARSED_FOR_CALL_DEFINITIONS)
 V11_DEFINITION_LINES = ("UPDATE files SET content_hash = '', size = -1 WHERE path IN (SELECT path FROM symbols) AND NOT ("
                         + " OR ".join(f"path LIKE '%.{suffix}'" for suffix in ("py", "pyw", "pyi", "pyx")) + ");")
 
+# what wrapped JavaScript defines (ingest/call_definitions.py, symbols_tree.py): the other forms of an IIFE
+# (`(function () {...}())`, `!function () {...}()`, `(function () {...}).call(this)`: lodash, underscore, UMD
+# bundles), the functions defined inside a function a name is bound to (`var runInContext = (function
+# runInContext(context) {...})`: lodash's 300 methods), and a name bound to a function a call wraps (`const getUser =
+# asyncHandler(async (req, res) => {...})`, `React.forwardRef(...)`), which left such files with no symbols or a
+# handful. JS/TS files and the files <script> blocks are read from are re-parsed once more, with or without symbols,
+# as for V8. The team genome's V_WRAPPED_FUNCTIONS is the same statement.
+REPARSED_FOR_WRAPPED_FUNCTIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "vue", "svelte", "html", "htm",
+                                  "xhtml")
+V12_WRAPPED_FUNCTIONS = reparse_files(REPARSED_FOR_WRAPPED_FUNCTIONS)
+
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
                                V7_LIVE_PROJECTS, V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS,
-                               V11_DEFINITION_LINES)
+                               V11_DEFINITION_LINES, V12_WRAPPED_FUNCTIONS)
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from helix_context.ingest.treesitter import node_text
+from helix_context.ingest.treesitter import node_text, unparenthesized
 
 __all__ = ["GROUP_BINDINGS", "JS_FUNCTIONS", "CallDefinition", "call_definitions", "call_statements",
            "group_binding"]
@@ -139,7 +139,7 @@ def call_definitions(node: Any, src: bytes, route: str = "",
     Defined: a test group, a test, a route's handler or a group of routes. `route`: the path of the group of
     routes `node` is in ("" outside any); `groups`: names bound to a group of routes so far (`group_binding`),
     whose routes' paths are joined to the group's. Handed (`app.listen(port, () => {...})`, an IIFE's
-    `(function () {...})()`, Ruby's `included do ... end`, Ktor's `routing { ... }`): what those define is
+    `(function () {...})()` and its other forms, Ruby's `included do ... end`, Ktor's `routing { ... }`): what those define is
     still the file's (a module wrapped in an IIFE, a concern's methods), for the walk to read.
     """
     inner = node if node.type == "constructor_invocation" else _the_call(node)
@@ -155,7 +155,7 @@ def call_definitions(node: Any, src: bytes, route: str = "",
         defined = _routes(call, node, src, route)
         if defined:
             return defined, []
-    return [], _handed(inner)
+    return [], _handed(inner, src)
 
 
 def group_binding(node: Any, src: bytes, groups: Mapping[str, str]) -> tuple[str, str] | None:
@@ -176,15 +176,32 @@ def group_binding(node: Any, src: bytes, groups: Mapping[str, str]) -> tuple[str
     return (node_text(left.named_children[0], src), path) if path is not None else None
 
 
-def _handed(call: Any) -> list[Any]:
+def _handed(call: Any, src: bytes) -> list[Any]:
     head, holder, trailing = _parts(call)
     found = [a for a in (_unwrapped(a) for a in holder) if a.type in _FUNCTIONS]
-    if head is not None and head.type == "parenthesized_expression" and head.named_child_count == 1 \
-            and head.named_children[0].type in _FUNCTIONS:
-        found.append(head.named_children[0])
+    invoked = _invoked_function(head, src)
+    if invoked is not None:
+        found.append(invoked)
     if trailing is not None:
         found.append(trailing)
     return found
+
+
+def _invoked_function(head: Any | None, src: bytes) -> Any | None:
+    """The function an IIFE calls at once, as the callee `head` shows it: `(function () {...})()`,
+    `(function () {...}())` (the callee is the function itself), `(function () {...}).call(this)`."""
+    if head is None:
+        return None
+    head = unparenthesized(head)
+    if head.type == "member_expression" and (target := head.child_by_field_name("object")) is not None \
+            and (prop := head.child_by_field_name("property")) is not None \
+            and node_text(prop, src) in ("call", "apply"):
+        head = unparenthesized(target)
+    return head if head.type in _FUNCTIONS else None
+
+
+# what wraps an IIFE's call in a statement: `(function () {...}())`, `!function () {...}()`
+_STATEMENT_WRAPPERS = frozenset({"parenthesized_expression", "unary_expression"})
 
 
 def _the_call(node: Any) -> Any | None:
@@ -192,6 +209,8 @@ def _the_call(node: Any) -> Any | None:
         return node
     if node.type == "expression_statement" and node.named_child_count == 1:
         inner = node.named_children[0]
+        while inner.type in _STATEMENT_WRAPPERS and inner.named_child_count == 1:
+            inner = inner.named_children[0]
         return inner if inner.type in _CALL_NODES else None
     if node.type == "call_expression" and node.child_by_field_name("function") is None:  # Kotlin
         return node

@@ -35,7 +35,7 @@ from helix_context.ingest.call_definitions import (
     group_binding,
 )
 from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, node_name, node_text, parse_within_budget,
-                                            parser_for)
+                                            parser_for, unparenthesized)
 from helix_context.models import Symbol
 
 __all__ = ["MAX_SYMBOLS", "SCRIPT_HOSTS", "UPPER", "embedded_scripts", "treesitter_symbols"]
@@ -157,18 +157,66 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
         return None
     name = _binding_name(node)
     value = node.child_by_field_name("value")
+    value = unparenthesized(value) if value is not None else None
     if name is None:
         return None
     text = node_text(name, src)
     statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
     if statement.parent is not None and statement.parent.type == "export_statement":
         statement = statement.parent
-    if value is not None and value.type in JS_FUNCTIONS:
+    if value is not None and (value.type in JS_FUNCTIONS or _wrapped_function(value, src) is not None):
         return ("method" if in_class else "function"), text, statement
     words = node_text(statement, src)[:120].split("=", 1)[0].split()  # `export const`, `public static final int`
     fixed = "const" in words or ("static" in words and (statement.type != "field_declaration" or "final" in words))
     if fixed and UPPER.fullmatch(text) and _at_top(statement):
         return "constant", text, statement
+    return None
+
+
+def _bound_body(node: Any, src: bytes) -> Any | None:
+    """The body of the function a binding holds (`var runInContext = (function runInContext(context) {...})`), or
+    of the function a call wraps (`const getUser = asyncHandler(async (req, res) => {...})`)."""
+    value = node.child_by_field_name("value")
+    value = unparenthesized(value) if value is not None else None
+    if value is not None and value.type not in JS_FUNCTIONS:
+        value = _wrapped_function(value, src)
+    return value.child_by_field_name("body") if value is not None else None
+
+
+# the language's own calls that take a function and return something else: a value (`Array.from(list, fn)`) or a handle
+_JS_BUILTINS = frozenset({"Array", "Object", "Promise", "Reflect", "JSON", "Math", "Number", "String", "Map", "Set"})
+_JS_TIMERS = frozenset({"setTimeout", "setInterval", "setImmediate", "requestAnimationFrame", "requestIdleCallback",
+                        "queueMicrotask"})
+
+
+def _wrapped_function(value: Any, src: bytes, depth: int = 0) -> Any | None:
+    """The function literal a call wraps where the call's result is that function, wrapped: `asyncHandler(async (req,
+    res) => {...})`, `React.forwardRef((props, ref) => ...)`, `memo(forwardRef(...))`, lodash's `createAggregator(
+    function (result, value, key) {...})`; None for anything else.
+
+    Told from a value computed with a callback (`items.reduce((a, b) => a + b, 0)`, `list.map(...)`) by the callee:
+    a plain name, or a member of a capitalised name (`React.memo`), never a method called on a value, nor the
+    language's own (`Array.from(list, fn)`, `setTimeout(fn, 100)`, whose results are a value and a handle).
+    """
+    if value.type != "call_expression" or depth > 2:
+        return None
+    callee, args = value.child_by_field_name("function"), value.child_by_field_name("arguments")
+    if callee is None or args is None or args.type != "arguments":
+        return None
+    if callee.type == "member_expression":
+        owner = callee.child_by_field_name("object")
+        if owner is None or owner.type != "identifier" or not node_text(owner, src)[:1].isupper() \
+                or node_text(owner, src) in _JS_BUILTINS:
+            return None
+    elif callee.type != "identifier" or node_text(callee, src) in _JS_TIMERS:
+        return None
+    for arg in args.named_children:
+        arg = unparenthesized(arg)
+        if arg.type in JS_FUNCTIONS:
+            return arg
+        inner = _wrapped_function(arg, src, depth + 1)
+        if inner is not None:
+            return inner
     return None
 
 
@@ -348,6 +396,8 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                         visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                     else:
                         visit(child, prefix, in_class, depth + 1)
+                elif bound_name and (body := _bound_body(child, src)) is not None:  # what it defines inside, as a
+                    visit(body, f"{prefix}{bound_name}.", False, depth + 1)  # declared function's (lodash's 300)
                 continue
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)

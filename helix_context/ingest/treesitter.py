@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["BESIDE_BEFORE", "MAX_BYTES", "doc_gap", "node_name", "node_text", "parse_within_budget", "parser_for"]
+__all__ = ["BESIDE_BEFORE", "MAX_BYTES", "doc_gap", "node_name", "node_text", "parse_within_budget", "parser_for",
+           "unparenthesized"]
 
 ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "jsx": "javascript",
                "ts": "typescript", "c++": "cpp", "c#": "csharp", "cs": "csharp", "golang": "go",
@@ -43,6 +44,13 @@ def parser_for(language: str) -> Any | None:
 
 def node_text(node: Any, src: bytes, limit: int = 120) -> str:
     return src[node.start_byte : min(node.end_byte, node.start_byte + limit)].decode("utf-8", "replace")
+
+
+def unparenthesized(node: Any) -> Any:
+    """`node` without the parentheses around it: `var f = (function f() {...})` binds the function."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
 
 
 _NAME_TYPES = frozenset({"identifier", "field_identifier", "type_identifier", "property_identifier",

@@ -44,11 +44,11 @@ def small_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 def fill(folder: Path) -> Path:
     """Write until the disk says no: the filler is deleted to free the space again."""
     filler = folder / "filler.bin"
-    with open(filler, "wb") as f:
+    # unbuffered: a write the disk takes in part leaves no rest behind, for the close to fail on again
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     assert shutil.disk_usage(folder).free < 65536

@@ -95,6 +95,9 @@ def fresh_database(pg_server: str) -> str:
 # What each schema version added, undone (newest first): a test that upgrades an older team genome
 # builds it by migrating a fresh one, then undoing down to the version it needs.
 _UNDO: dict[int, tuple[str, ...]] = {
+    # older Helix found nothing inside an IIFE called as `(function () {...}())` or `.call(this)`, nor inside a
+    # function bound to a name; the re-parse gives every JS symbol back
+    11: ("DELETE FROM symbols WHERE path LIKE '%.js'",),
     # older Helix's Dart functions spanned their signature's line alone; the re-parse gives them their bodies
     10: ("UPDATE symbols SET end_line = start_line WHERE path LIKE '%.dart'",),
     # older Helix named no route handlers (nor RSpec tests); the re-parse gives them back

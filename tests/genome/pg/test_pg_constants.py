@@ -1,6 +1,6 @@
 """Symbols that an older Helix did not find, on a team genome: Python's constants (schema V_CONSTANTS),
-JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS), route handlers (V_CALL_DEFINITIONS) and Dart
-functions' bodies (V_DEFINITION_LINES). A genome indexed before re-parses those files on the next ingest, and a
+JavaScript's functions assigned to a property (V_TREE_SITTER_SYMBOLS), route handlers (V_CALL_DEFINITIONS), Dart
+functions' bodies (V_DEFINITION_LINES) and what a wrapped library defines (V_WRAPPED_FUNCTIONS). A genome indexed before re-parses those files on the next ingest, and a
 question naming the symbol then points at its lines."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from helix_context.config import Settings
 from helix_context.manager import HelixContextManager
 
 from tests.retrieve.test_definition_lines import DART
+from tests.retrieve.test_wrapped_modules import LIBRARY, wrapped_symbol
 
 from .conftest import older_team_genome
 
@@ -36,6 +37,8 @@ UPGRADES = {
                        "which handler serves DELETE /users/:id", ("DELETE /users/:id", "function", 5, 8)),
     "definition-lines": (9, {"cart.dart": DART, "retry.py": _SOURCE}, "cart.dart",
                          "Cart.total", ("Cart.total", "method", 10, 17)),
+    "wrapped-functions": (10, {"tinydash.js": LIBRARY, "retry.py": _SOURCE}, "tinydash.js",
+                          "chunk", ("runInContext.chunk", "function", *wrapped_symbol("chunk"))),
 }
 
 
