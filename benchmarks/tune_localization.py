@@ -206,6 +206,8 @@ class Question:
     dense: float = 1.0
     lexical: float = 1.0
     lexicality: float | None = None
+    span_lexical: float = 1.0  # a pointer's own words and cosine (locate.QuestionFactors)
+    span_dense: float = 1.0
 
 
 _KINDS: dict[str, float] = {}
@@ -225,13 +227,14 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
     from helix_context.models import ScoredGene
     from helix_context.retrieve import locate as locate_mod
     from helix_context.retrieve.fusion import blend_weights, fuse_weighted
+    from helix_context.retrieve.locate import QuestionFactors
     from helix_context.retrieve.span_dense import DENSE_GENES
 
     if not _PROSE:
         _PROSE.update(prose_weights())
     s = lexicality(record) if question.lexicality is None else question.lexicality
     weights = blend_weights(weights, s, question.dense, question.lexical)
-    locate_w = locate_w.blended(s, question.dense, question.lexical)
+    locate_w = locate_w.blended(s, QuestionFactors(question.lexical, question.span_lexical, question.span_dense))
     code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
     fused = fuse_weighted(record.per_signal, _PROSE, code_rows, weights)
     ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
@@ -315,7 +318,8 @@ def tune(args: argparse.Namespace) -> int:
     span_weight = locate_dense(settings.embedding.model, cfg.locate_dense)
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
                              cfg.locate_tests, cfg.locate_file_mass, span_weight)
-    question = Question(cfg.question_dense, cfg.question_lexical)
+    question = Question(cfg.question_dense, cfg.question_lexical, span_lexical=cfg.question_span_lexical,
+                        span_dense=cfg.question_span_dense)
     shipped_locate, shipped_question = locate_w, question
 
     def measure(w: dict[str, float], lw: LocateWeights, q: Question) -> tuple[float, dict[str, float]]:

@@ -142,6 +142,11 @@ class RetrievalSettings:
     # dense weights by question_dense and the lexical ones by question_lexical; linear in between
     question_dense: float = 1.5
     question_lexical: float = 0.4
+    # the same for a pointer's own evidence (locate.py): at lexicality 0 its span's words (locate_symbol) and its
+    # span's cosine (locate_dense) count these many times what they count for an issue, against its gene's score;
+    # from lexicality 0.5 (an issue's) not at all, linear in between
+    question_span_lexical: float = 2.4
+    question_span_dense: float = 4.5
     # pointer score: + the span's own cosine to the query (span_dense.py); None: the embedding model's own
     # weight (ingest/embed_models.LOCATE_DENSE), since a better model's span cosines deserve more trust
     locate_dense: float | None = None

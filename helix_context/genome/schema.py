@@ -266,7 +266,7 @@ V11_DEFINITION_LINES = ("UPDATE files SET content_hash = '', size = -1 WHERE pat
 # bundles), the functions defined inside a function a name is bound to (`var runInContext = (function
 # runInContext(context) {...})`: lodash's 300 methods), and a name bound to a function a call wraps (`const getUser =
 # asyncHandler(async (req, res) => {...})`, `React.forwardRef(...)`), which left such files with no symbols or a
-# handful. JS/TS files and the files <script> blocks are read from are re-parsed once more, with or without symbols,
+# handful; and minified files define none. JS/TS files and the files <script> blocks are read from are re-parsed once more, with or without symbols,
 # as for V8. The team genome's V_WRAPPED_FUNCTIONS is the same statement.
 REPARSED_FOR_WRAPPED_FUNCTIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "vue", "svelte", "html", "htm",
                                   "xhtml")

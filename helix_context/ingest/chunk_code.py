@@ -11,7 +11,8 @@ from typing import Any
 
 from helix_context.ingest.chunk_lines import Doc, Seg, new_group, segments_from_anchors, segments_paragraphs
 from helix_context.ingest.py_layout import python_string_lines
-from helix_context.ingest.treesitter import BESIDE_BEFORE, MAX_BYTES, doc_gap, node_name, parse_within_budget, parser_for
+from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, minified, node_name, parse_within_budget,
+                                            parser_for)
 
 # --------------------------------------------------------------------------- #
 # code: Python, by a scanner of strings and indentation
@@ -256,7 +257,7 @@ def segments_treesitter(doc: Doc, text: str, language: str, max_chars: int) -> l
     if parser is None:
         return None
     src = text.encode("utf-8", "surrogatepass")
-    if len(src) > MAX_BYTES or len(src) > 400 * doc.n:
+    if len(src) > MAX_BYTES or minified(src, doc.n):
         return None  # minified or not code at all: lines of 400+ bytes on average
     tree = parse_within_budget(parser, src)
     if tree is None:

@@ -34,8 +34,8 @@ from helix_context.ingest.call_definitions import (
     call_statements,
     group_binding,
 )
-from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, node_name, node_text, parse_within_budget,
-                                            parser_for, unparenthesized)
+from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, minified, node_name, node_text,
+                                            parse_within_budget, parser_for, unparenthesized)
 from helix_context.models import Symbol
 
 __all__ = ["MAX_SYMBOLS", "SCRIPT_HOSTS", "UPPER", "embedded_scripts", "treesitter_symbols"]
@@ -366,7 +366,7 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
     if parser is None:
         return []
     src = text.encode("utf-8", "surrogatepass")
-    if len(src) > MAX_BYTES:
+    if len(src) > MAX_BYTES or minified(src, text.count("\n") + 1):
         return []
     tree = parse_within_budget(parser, src)
     if tree is None:

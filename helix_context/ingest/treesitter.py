@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["BESIDE_BEFORE", "MAX_BYTES", "doc_gap", "node_name", "node_text", "parse_within_budget", "parser_for",
+__all__ = ["BESIDE_BEFORE", "MAX_BYTES", "doc_gap", "minified", "node_name", "node_text", "parse_within_budget", "parser_for",
            "unparenthesized"]
 
 ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "jsx": "javascript",
@@ -20,6 +20,13 @@ ALIASES = {"shell": "bash", "sh": "bash", "zsh": "bash", "js": "javascript", "js
 _LOCAL = threading.local()
 _FAILED: set[str] = set()
 MAX_BYTES = 4_000_000
+MINIFIED_LINE_BYTES = 400  # lines this long on average: minified or generated, not code written for reading
+
+
+def minified(src: bytes, lines: int) -> bool:
+    """Whether `src` (of `lines` lines) is minified: its chunks are cut by lines and it defines no symbols, since
+    a bundle's one-letter names on one 100 KB line point nowhere a reader can go (`lodash.min.js`, `*.min.js`)."""
+    return len(src) > MINIFIED_LINE_BYTES * max(1, lines)
 
 
 def parser_for(language: str) -> Any | None:

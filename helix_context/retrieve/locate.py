@@ -52,12 +52,35 @@ class LocateWeights:
     mass: float = 0.0  # files: weight of a file's share of the wider ranking next to its best pointers
     dense: float = 0.0  # the span's own cosine to the query (its gene's, when the gene holds one span)
 
-    def blended(self, lexicality: float, question_dense: float, question_lexical: float) -> LocateWeights:
-        """These weights for one query: the span's lexical and dense evidence weighed as fusion weighs genes."""
+    def blended(self, lexicality: float, question: QuestionFactors) -> LocateWeights:
+        """These weights for one query: each factor of `question` at lexicality 0, none at 1, linear in between.
+
+        Why the span's own evidence has factors of its own: a gene's fused score speaks for every function the
+        gene packs, while a question in words is answered by one of them, told apart by its own words and cosine.
+        They reach 1 at lexicality SPAN_QUESTION_UNTIL, where text is an issue's (every swe-dev issue is), whose
+        pointers keep the weighing chosen on issues. Chosen on the development data (stdlib, express and commander
+        questions, swe-dev issues; docs/performance.md)."""
         s = min(1.0, max(0.0, lexicality))
-        return replace(self, symbol=self.symbol * (question_lexical + (1.0 - question_lexical) * s),
-                       definition=self.definition * (question_lexical + (1.0 - question_lexical) * s),
-                       dense=self.dense * (question_dense + (1.0 - question_dense) * s))
+        span = min(1.0, s / SPAN_QUESTION_UNTIL)
+
+        def at(factor: float, x: float) -> float:
+            return factor + (1.0 - factor) * x
+
+        return replace(self, symbol=self.symbol * at(question.span_lexical, span),
+                       definition=self.definition * at(question.lexical, s),
+                       dense=self.dense * at(question.span_dense, span))
+
+
+SPAN_QUESTION_UNTIL = 0.5  # lexicality from which a pointer's own evidence is weighed as for an issue
+
+
+@dataclass(frozen=True)
+class QuestionFactors:
+    """What a question in plain words (lexicality 0) multiplies a pointer's evidence by (`[retrieval] question_*`)."""
+
+    lexical: float = 0.4  # the query naming the symbol as code
+    span_lexical: float = 2.4  # the span's own words
+    span_dense: float = 4.5  # the span's own cosine
 
 
 TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "conftest"})

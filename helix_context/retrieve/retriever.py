@@ -20,8 +20,8 @@ from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredG
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
-from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, SpanScores, definition_gene_scores,
-                                          file_mass, locate, start_definitions, wants_tests)
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, QuestionFactors, SpanScores,
+                                          definition_gene_scores, file_mass, locate, start_definitions, wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
@@ -127,7 +127,8 @@ class Retriever:
         if cfg.locate_dense is None:
             embedder = self.embedder_part.get() if self.embedder_part is not None else None
             weights = replace(weights, dense=locate_dense(getattr(embedder, "model_key", MINILM), None))
-        return weights.blended(kind.lexicality, cfg.question_dense, cfg.question_lexical)
+        return weights.blended(kind.lexicality, QuestionFactors(cfg.question_lexical, cfg.question_span_lexical,
+                                                                cfg.question_span_dense))
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""

@@ -119,6 +119,61 @@ def test_a_question_in_plain_words_leans_on_meaning(dense: HelixContextManager, 
         fixed.close()
 
 
+CACHE = textwrap.dedent('''\
+    class Cache:
+        """An in-memory cache of values by key."""
+
+        def get(self, key):
+            """Return the cached value for a key, or None when the cache holds none."""
+            return self.entries.get(key)
+
+        def put(self, key, value):
+            """Store a value in the cache under a key."""
+            self.entries[key] = value
+
+        def clear(self):
+            """Remove every entry from the cache."""
+            self.entries.clear()
+    ''')
+CHORES = textwrap.dedent('''\
+    def format_money(cents):
+        """Show an amount of cents as dollars with two decimals."""
+        return f"${cents / 100:.2f}"
+
+
+    def purge_expired(entries, now):
+        """Drop the entries whose time to live has run out."""
+        for key in [k for k, (_, deadline) in entries.items() if deadline <= now]:
+            del entries[key]
+
+
+    def parse_color(text):
+        """Read a color written as #rrggbb into its red, green and blue parts."""
+        return tuple(int(text[i:i + 2], 16) for i in (1, 3, 5))
+    ''')
+
+
+def test_a_question_in_words_picks_the_function_by_its_own_evidence(dense: HelixContextManager,
+                                                                    tmp_path: Path) -> None:
+    """A gene about caches scores higher as a whole than a gene of chores, one of which is what the question means:
+    for a question in words the span's own words and cosine outweigh the score of the gene around it."""
+    (tmp_path / "store.py").write_text(CACHE)
+    (tmp_path / "chores.py").write_text(CHORES)
+    for i in range(12):  # other code, so that word rarity means something
+        (tmp_path / f"module{i}.py").write_text(f"def convert_{i}(value):\n    \"\"\"Parse the value.\"\"\"\n"
+                                               f"    return int(value) + {i}\n")
+    dense.ingest_path(tmp_path)
+    question = "remove cache entries whose time to live has passed"
+    assert dense.fingerprint(question, max_results=3)[0]["symbol"] == "purge_expired"
+
+    gene_led = _with(dense, question_span_lexical=0.4, question_span_dense=1.5)
+    try:
+        first = gene_led.fingerprint(question, max_results=3)[0]
+        assert first["symbol"] != "purge_expired", "weighed as an issue's, the cache gene's score wins"
+    finally:
+        gene_led.close()
+
+
 def test_an_issue_full_of_names_and_a_traceback_is_read_lexically(dense: HelixContextManager,
                                                                    tmp_path: Path) -> None:
     _tree(tmp_path)
@@ -229,3 +284,18 @@ def test_an_empty_environment_value_leaves_the_span_weight_to_the_model(tmp_path
     assert load_config(cfg, env={}).retrieval.locate_dense == 2.0
     assert load_config(cfg, env={"HELIX_RETRIEVAL_LOCATE_DENSE": "0.5"}).retrieval.locate_dense == 0.5
     assert load_config(cfg, env={"HELIX_RETRIEVAL_LOCATE_DENSE": ""}).retrieval.locate_dense is None
+
+
+def test_a_pointers_own_evidence_is_weighed_as_for_an_issue_from_lexicality_one_half() -> None:
+    """The span factors serve questions in words; text as full of names as an issue (every swe-dev issue reads 0.5 or
+    more) keeps the pointer weights chosen on issues, and a question in words gets the full factors."""
+    from helix_context.retrieve.locate import LocateWeights, QuestionFactors
+
+    weights, factors = LocateWeights(symbol=0.6, dense=1.0), QuestionFactors(0.4, 2.4, 4.5)
+    for lexicality in (0.5, 0.8, 1.0):
+        issue = weights.blended(lexicality, factors)
+        assert (issue.symbol, issue.dense) == (0.6, 1.0), lexicality
+    question = weights.blended(0.0, factors)
+    assert question.symbol == pytest.approx(0.6 * 2.4) and question.dense == pytest.approx(4.5)
+    halfway = weights.blended(0.25, factors)
+    assert 0.6 < halfway.symbol < question.symbol and 1.0 < halfway.dense < question.dense

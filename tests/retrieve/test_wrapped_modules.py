@@ -272,3 +272,19 @@ def test_the_lines_between_a_module_functions_functions_are_their_own_pointer(he
     assert first <= filled <= last and last - first < 60
     assert all(p["symbol"] != "runInContext"
                for p in helix.fingerprint("api colour margin padding border", max_results=5))
+
+
+def test_a_minified_build_defines_nothing_and_questions_point_at_its_source(helix: HelixContextManager,
+                                                                          tmp_path: Path) -> None:
+    """A bundle's minified build beside its source (`tinydash.min.js`, one long line): its functions are no
+    symbols, since a pointer at a column of a 100 KB line takes a reader nowhere, so questions point at the source."""
+    build = " ".join(line.strip() for line in LIBRARY.split("\n") if line.strip() and not line.strip().startswith("*")
+                     and not line.strip().startswith("/**"))
+    assert find_symbols(build, "code", "javascript") == []
+    assert _symbols(LIBRARY)  # the source's are found
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "tinydash.js").write_text(LIBRARY)
+    (tmp_path / "lib" / "tinydash.min.js").write_text(build)
+    helix.ingest_path(tmp_path / "lib")
+    top = helix.fingerprint("split an array into groups of a given size", max_results=3)[0]
+    assert top["source_id"].endswith("/tinydash.js") and top["symbol"] == "runInContext.chunk"
