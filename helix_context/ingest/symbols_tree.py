@@ -156,15 +156,13 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
             return "constant", node_text(left, src), node
         return None
     name = _binding_name(node)
-    value = node.child_by_field_name("value")
-    value = unparenthesized(value) if value is not None else None
     if name is None:
         return None
     text = node_text(name, src)
     statement = node.parent if node.parent is not None and node.parent.type in _DECLARATION_STATEMENTS else node
     if statement.parent is not None and statement.parent.type == "export_statement":
         statement = statement.parent
-    if value is not None and (value.type in JS_FUNCTIONS or _wrapped_function(value, src) is not None):
+    if _bound_function(node, src) is not None:
         return ("method" if in_class else "function"), text, statement
     words = node_text(statement, src)[:120].split("=", 1)[0].split()  # `export const`, `public static final int`
     fixed = "const" in words or ("static" in words and (statement.type != "field_declaration" or "final" in words))
@@ -173,14 +171,14 @@ def _bound(node: Any, kind: str, src: bytes, in_class: bool) -> tuple[str, str, 
     return None
 
 
-def _bound_body(node: Any, src: bytes) -> Any | None:
-    """The body of the function a binding holds (`var runInContext = (function runInContext(context) {...})`), or
-    of the function a call wraps (`const getUser = asyncHandler(async (req, res) => {...})`)."""
+def _bound_function(node: Any, src: bytes) -> Any | None:
+    """The function literal a binding holds (`var runInContext = (function runInContext(context) {...})`), or the
+    one a call it holds wraps (`const getUser = asyncHandler(async (req, res) => {...})`); None for anything else."""
     value = node.child_by_field_name("value")
-    value = unparenthesized(value) if value is not None else None
-    if value is not None and value.type not in JS_FUNCTIONS:
-        value = _wrapped_function(value, src)
-    return value.child_by_field_name("body") if value is not None else None
+    if value is None:
+        return None
+    value = unparenthesized(value)
+    return value if value.type in JS_FUNCTIONS else _wrapped_function(value, src)
 
 
 # the language's own calls that take a function and return something else: a value (`Array.from(list, fn)`) or a handle
@@ -396,8 +394,9 @@ def treesitter_symbols(text: str, language: str) -> list[Symbol]:
                         visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
                     else:
                         visit(child, prefix, in_class, depth + 1)
-                elif bound_name and (body := _bound_body(child, src)) is not None:  # what it defines inside, as a
-                    visit(body, f"{prefix}{bound_name}.", False, depth + 1)  # declared function's (lodash's 300)
+                elif bound_name and (function := _bound_function(child, src)) is not None \
+                        and (body := function.child_by_field_name("body")) is not None:  # what it defines inside,
+                    visit(body, f"{prefix}{bound_name}.", False, depth + 1)  # as a declared function's (lodash's 300)
                 continue
             if held is not None:  # `const api = { get() {...} }`: the methods `api.get`
                 visit(held[1], f"{prefix}{held[0]}.", True, depth + 1)
