@@ -272,7 +272,14 @@ REPARSED_FOR_WRAPPED_FUNCTIONS = ("js", "mjs", "cjs", "jsx", "ts", "mts", "cts",
                                   "xhtml")
 V12_WRAPPED_FUNCTIONS = reparse_files(REPARSED_FOR_WRAPPED_FUNCTIONS)
 
+# a Python definition's lines with the `#` comment block right above it (ingest/py_layout.comment_block_start: the
+# rule the chunker already kept such a block with its definition by), which a function documented by comments instead
+# of a docstring lost from its pointer's words and its span's vector. Python files are re-parsed once more, as for V8.
+# The team genome's V_PYTHON_COMMENTS is the same statement.
+REPARSED_FOR_PYTHON_COMMENTS = ("py", "pyw", "pyi", "pyx")
+V13_PYTHON_COMMENTS = reparse_files(REPARSED_FOR_PYTHON_COMMENTS)
+
 MIGRATIONS: tuple[str, ...] = (V1, V2_SYMBOLS, V3_ACTIVITY, V4_SOURCES, V5_VECTOR_LOG, V6_VECTOR_MODEL,
                                V7_LIVE_PROJECTS, V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS,
-                               V11_DEFINITION_LINES, V12_WRAPPED_FUNCTIONS)
+                               V11_DEFINITION_LINES, V12_WRAPPED_FUNCTIONS, V13_PYTHON_COMMENTS)
 SCHEMA_VERSION = len(MIGRATIONS)

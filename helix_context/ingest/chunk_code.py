@@ -10,7 +10,7 @@ from bisect import bisect_right
 from typing import Any
 
 from helix_context.ingest.chunk_lines import Doc, Seg, new_group, segments_from_anchors, segments_paragraphs
-from helix_context.ingest.py_layout import python_string_lines
+from helix_context.ingest.py_layout import comment_block_start, python_string_lines
 from helix_context.ingest.treesitter import (BESIDE_BEFORE, MAX_BYTES, doc_gap, minified, node_name, parse_within_budget,
                                             parser_for)
 
@@ -44,7 +44,6 @@ def _py_anchors(doc: Doc, mask: bytearray, s: int, e: int, indent: str, prefix: 
     first_def = -1
     pending_dec: int | None = None
     prev_kind = ""
-    comment = indent + "#"
     line = s
     for m in _py_stmt_re(indent).finditer(text, off[s], off[e] - 1 if e > s else off[s]):
         p = m.end() - 1
@@ -71,9 +70,7 @@ def _py_anchors(doc: Doc, mask: bytearray, s: int, e: int, indent: str, prefix: 
             kind, sym = dm.group(1), prefix + dm.group(2)
             start = line if pending_dec is None else pending_dec
             pending_dec = None
-        floor = anchors[-1][3] + 1 if anchors else s
-        while start - 1 >= floor and lines[start - 1].startswith(comment) and not mask[start - 1]:
-            start -= 1
+        start = comment_block_start(lines, mask, start, indent, anchors[-1][3] + 1 if anchors else s)
         if kind != "other" and first_def < 0:
             first_def = len(anchors)
         anchors.append((start, sym, kind, line))

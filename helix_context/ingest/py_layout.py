@@ -11,7 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 
-__all__ = ["python_string_lines"]
+__all__ = ["comment_block_start", "python_string_lines"]
 
 _PY_TOKEN = re.compile(r"#|\"\"\"|\'\'\'|\"|\'")
 _PY_SQ_END = {
@@ -92,3 +92,17 @@ def python_string_lines(text: str) -> bytearray:
         while len(_LAYOUT_CACHE) > _LAYOUT_CACHE_SIZE:
             _LAYOUT_CACHE.popitem(last=False)
     return mask
+
+
+def comment_block_start(lines: list[str], mask: bytearray, start: int, indent: str, floor: int = 0) -> int:
+    """The first line of the ``#`` comments right above line ``start`` at exactly ``indent``, else ``start``.
+
+    Python's habit besides docstrings: a comment block straight above a ``def`` or its decorators says what
+    it does. The chunker keeps such a block with its definition and the symbol finder counts it in the
+    definition's lines, both by this one rule: no blank line between, the same indentation (a deeper
+    comment ends the block above), not inside a string, not above ``floor``.
+    """
+    comment = indent + "#"
+    while start - 1 >= floor and lines[start - 1].startswith(comment) and not mask[start - 1]:
+        start -= 1
+    return start

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from helix_context.ingest.py_layout import python_string_lines
-from helix_context.ingest.symbols_tree import MAX_SYMBOLS, SCRIPT_HOSTS, UPPER, embedded_scripts, treesitter_symbols
+from helix_context.ingest.py_layout import comment_block_start, python_string_lines
+from helix_context.ingest.symbols_tree import MAX_DOC_LINES, MAX_SYMBOLS, SCRIPT_HOSTS, UPPER, embedded_scripts, treesitter_symbols
 from helix_context.models import Symbol
 
 __all__ = ["find_symbols"]
@@ -46,7 +46,8 @@ def _indent(line: str) -> int:
 
 
 def python_symbols(text: str) -> list[Symbol]:
-    """Functions, methods and classes of Python source, with decorators, at any depth; constants of modules and classes."""
+    """Functions, methods and classes of Python source, with decorators and the comment block right above them
+    (py_layout.comment_block_start, the chunker's rule), at any depth; constants of modules and classes."""
     mask = python_string_lines(text)
     lines = text.split("\n")
     out: list[Symbol] = []
@@ -89,6 +90,9 @@ def python_symbols(text: str) -> list[Symbol]:
             kind = "class" if m.group(2) == "class" else ("method" if parent and parent[2] == "class" else "function")
             qual = f"{parent[1]}.{name}" if parent else name
             start = decorator_start if decorator_start is not None and decorator_indent == ind else i
+            documented = comment_block_start(lines, mask, start, line[:len(line) - len(stripped)])
+            if start - documented <= MAX_DOC_LINES:  # a longer block above is the file's header, not this one's
+                start = documented
             if len(out) < MAX_SYMBOLS:
                 out.append(Symbol(qual, kind, start + 1, i + 1))
                 stack.append([ind, qual, kind, start, len(out) - 1])

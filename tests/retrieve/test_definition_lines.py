@@ -218,8 +218,9 @@ def test_a_question_points_at_the_route_and_the_body_with_the_definition(helix: 
 
 
 def test_an_older_genome_gets_whole_dart_functions_on_the_next_ingest(settings, tmp_path: Path) -> None:
-    """Upgrading: a genome indexed before marks its files with symbols (not its Python files, whose symbols are
-    unchanged) for one re-parse; the next ingest gives the Dart method its body's lines without new genes."""
+    """Upgrading: a genome indexed before marks its files with symbols for one re-parse (its Python files too, but
+    for V13's comment lines: their symbols are V11's as they were); the next ingest gives the Dart method its body's
+    lines without new genes."""
     from helix_context.genome.schema import V11_DEFINITION_LINES
 
     _symbols("dart", DART)
@@ -231,7 +232,7 @@ def test_an_older_genome_gets_whole_dart_functions_on_the_next_ingest(settings, 
     helix = older_genome(settings, tmp_path / "app", V11_DEFINITION_LINES,
                          "UPDATE symbols SET end_line = start_line WHERE path LIKE '%.dart'")
     try:
-        reingest_marked(helix, tmp_path / "app", {"cart.dart", "users.rs"})
+        reingest_marked(helix, tmp_path / "app", {"cart.dart", "users.rs", "retry.py"})
         top = helix.fingerprint("sum the prices of the items in the cart", max_results=3)[0]
         assert (top["symbol"], top["start_line"], top["end_line"]) == ("Cart.total", 10, 17)
     finally:

@@ -47,15 +47,6 @@ HOUSEKEEPING = textwrap.dedent('''\
 QUESTION = "rotate log files when they reach a certain size"
 
 
-@pytest.fixture
-def dense(settings: Settings) -> HelixContextManager:
-    manager = HelixContextManager(settings.replace(ner={"enabled": False}))
-    if manager.embedder is None:
-        pytest.skip(f"embeddings unavailable: {manager.embedder_part.detail}")
-    yield manager
-    manager.close()
-
-
 def _with(manager: HelixContextManager, **retrieval: float) -> HelixContextManager:
     """The same genome ranked under other retrieval settings (a fresh retriever, nothing else changes)."""
     other = HelixContextManager(manager.settings.replace(retrieval=retrieval, ner={"enabled": False}))

@@ -64,16 +64,20 @@ TS_SOURCE = textwrap.dedent('''\
 
 
 def test_python_symbols_match_ast_on_real_code() -> None:
-    """Same names and spans as `ast` (decorators included) for a whole real module of the standard library."""
+    """Same names and spans as `ast` (decorators included) for a whole real module of the standard library, each
+    with the `#` comment lines right above it at its own indentation (`JSONDecodeError.__init__` has one)."""
     import json.decoder as module
 
     text = Path(module.__file__).read_text(encoding="utf-8")
+    lines = text.split("\n")
     want: dict[str, tuple[int, int]] = {}
 
     def walk(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                while lines[start - 2].startswith(" " * node.col_offset + "#"):
+                    start -= 1
                 want[prefix + node.name] = (start, node.end_lineno or node.lineno)
                 walk(node.body, prefix + node.name + ".")
 
@@ -493,8 +497,8 @@ def test_a_typescript_function_bound_to_a_name_and_a_constant_are_pointed_at(hel
 
 def test_an_older_genome_gets_the_corrected_tree_sitter_symbols_on_its_next_ingest(settings, tmp_path: Path) -> None:
     """Upgrading: a genome indexed before the tree-sitter symbols were corrected marks its files of those languages
-    (only those) for one re-parse; the next ingest gives `exports.handler` its pointer and names a Go method for its
-    receiver, without new genes."""
+    (and, for V13's comment lines, its Python files) for one re-parse; the next ingest gives `exports.handler` its
+    pointer and names a Go method for its receiver, without new genes."""
     from helix_context.genome.schema import V9_TREE_SITTER_SYMBOLS
 
     source = DECLARED["javascript"][0]
@@ -508,7 +512,7 @@ def test_an_older_genome_gets_the_corrected_tree_sitter_symbols_on_its_next_inge
                           "DELETE FROM symbols WHERE path LIKE '%.js' AND name <> 'Cart'",
                           "UPDATE symbols SET name = 'Start', kind = 'function' WHERE name = 'Server.Start'")
     try:
-        reingest_marked(helix, tmp_path / "api", {"lambda.js", "server.go"})
+        reingest_marked(helix, tmp_path / "api", {"lambda.js", "server.go", "retry.py"})
         top = helix.fingerprint("where is the lambda handler", max_results=3)[0]
         assert (top["symbol"], top["kind"], top["start_line"], top["end_line"]) == ("handler", "function", 1, 3)
         top = helix.fingerprint("Cart.add", max_results=3)[0]

@@ -12,7 +12,8 @@ Per-person state (sessions, their chat buffer, co-activation, activity) carries 
 from __future__ import annotations
 
 from helix_context.genome.schema import (V8_CONSTANTS, V9_TREE_SITTER_SYMBOLS, V10_CALL_DEFINITIONS,
-                                         V11_DEFINITION_LINES, V12_WRAPPED_FUNCTIONS)
+                                         V11_DEFINITION_LINES, V12_WRAPPED_FUNCTIONS,
+                                         V13_PYTHON_COMMENTS)
 
 MIGRATE_LOCK = 0x48454C4958  # "HELIX": the advisory lock key that serialises migrations
 
@@ -279,8 +280,11 @@ V_DEFINITION_LINES = V11_DEFINITION_LINES
 # the other IIFE forms and the functions a bound function defines inside: the next ingest re-parses JS/TS files and
 # the files <script> blocks are read from, as on SQLite
 V_WRAPPED_FUNCTIONS = V12_WRAPPED_FUNCTIONS
+# a Python definition's lines with the comment block right above it: the next ingest re-parses Python files, as on
+# SQLite
+V_PYTHON_COMMENTS = V13_PYTHON_COMMENTS
 
 MIGRATIONS: tuple[str, ...] = (V1, V2_DECAYING_WEIGHTS, V_COVERING_POSTINGS, V_KEY_ONLY_POSTINGS, V_TERM_COUNTS,
                                V_LIVE_PROJECTS, V_CONSTANTS, V_TREE_SITTER_SYMBOLS, V_CALL_DEFINITIONS,
-                               V_DEFINITION_LINES, V_WRAPPED_FUNCTIONS)
+                               V_DEFINITION_LINES, V_WRAPPED_FUNCTIONS, V_PYTHON_COMMENTS)
 SCHEMA_VERSION = len(MIGRATIONS)

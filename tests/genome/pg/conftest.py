@@ -95,6 +95,9 @@ def fresh_database(pg_server: str) -> str:
 # What each schema version added, undone (newest first): a test that upgrades an older team genome
 # builds it by migrating a fresh one, then undoing down to the version it needs.
 _UNDO: dict[int, tuple[str, ...]] = {
+    # older Helix's Python symbols began at their def or decorators, without the comment block right above; the
+    # re-parse gives every Python symbol back, with it
+    12: ("DELETE FROM symbols WHERE path LIKE '%.py'",),
     # older Helix found nothing inside an IIFE called as `(function () {...}())` or `.call(this)`, nor inside a
     # function bound to a name; the re-parse gives every JS symbol back
     11: ("DELETE FROM symbols WHERE path LIKE '%.js'",),
