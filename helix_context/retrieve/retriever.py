@@ -21,7 +21,8 @@ from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
 from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, QuestionFactors, SpanScores,
-                                          definition_gene_scores, file_mass, locate, start_definitions, wants_tests)
+                                          definition_gene_scores, file_mass, locate, span_scores, start_definitions,
+                                          wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
@@ -162,6 +163,21 @@ class Retriever:
                 log.warning("span embeddings failed (%s); pointers ranked without them", exc)
                 return {}
         return cosines
+
+    def _best_span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene],
+                           terms: WeighedTerms) -> Callable[[], dict[int, float]] | None:
+        """The best genes' rowid → the best cosine among the symbol spans each packs (for the silence gate)."""
+        cosines = self._span_cosines(vector, items)
+        if cosines is None:
+            return None
+
+        def best() -> dict[int, float]:
+            out: dict[int, float] = {}
+            for (rowid, _), cosine in cosines(span_scores(self.genome, [it.gene for it in items[:DENSE_GENES]],
+                                                          terms)).items():
+                out[rowid] = max(out.get(rowid, -1.0), cosine)
+            return out
+        return best
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
@@ -324,7 +340,8 @@ class Retriever:
         if cfg.silence:
             t = time.perf_counter()
             verdict = silence_gate.judge_query(self, qs, scope.names or _names(answered), items, per_signal,
-                                               vector is not None)
+                                               vector is not None,
+                                               span_cosines=self._best_span_cosines(vector, items, terms))
             stages["silence"] = time.perf_counter() - t
             if verdict.silent:
                 return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,

@@ -9,7 +9,7 @@ ingested without one, e.g. a corpus of API texts) the whole genome's statistics 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +18,7 @@ from helix_context.genome.fts_text import fts_tokens
 from helix_context.models import QuerySignals, ScoredGene
 from helix_context.retrieve.scope import count_in
 from helix_context.weigh.relevance import gene_words, idf_weights, query_word_forms
-from helix_context.weigh.silence import Silence, SilenceRule, features, judge
+from helix_context.weigh.silence import Silence, SilenceRule, features, judge, words_speak
 
 if TYPE_CHECKING:
     from helix_context.retrieve.retriever import Retriever
@@ -95,8 +95,16 @@ def scoped_term_weights(retriever: Retriever, qs: QuerySignals, names: Sequence[
 
 
 def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], items: Sequence[ScoredGene],
-                per_signal: dict[str, dict[int, float]], dense_on: bool, rule: SilenceRule = RULE) -> Silence:
-    """Speak or stay silent for this query, judged against the projects `names` (empty: the genome)."""
+                per_signal: dict[str, dict[int, float]], dense_on: bool, rule: SilenceRule = RULE, *,
+                span_cosines: Callable[[], Mapping[int, float]] | None = None) -> Silence:
+    """Speak or stay silent for this query, judged against the projects `names` (empty: the genome).
+
+    `span_cosines`: the best genes' rowid → the best cosine of a symbol span they pack (span_dense.py), asked
+    for only where the words alone would speak (the project holds most of what the message asks, one gene most
+    of it) but the genes' own vectors do not. A gene packing several functions has one vector, cut from the
+    first words of all of them: "retry with backoff" sits far from a gene that starts with a hashing helper
+    (cosine 0.04) and close to the retry helper it also holds. Off-topic chat rarely has the words, so it
+    rarely costs the model work."""
     allowed = _allowed(retriever, names)
     forms = query_word_forms(qs)
     idents = {t for ident in qs.identifiers for t in fts_tokens(ident) if "_" in t or len(t) > 3}
@@ -109,4 +117,12 @@ def judge_query(retriever: Retriever, qs: QuerySignals, names: Sequence[str], it
     f = features(list(forms), _by_stem(forms, counts), genes, best_words, held_idents,
                  (cosines or None) if dense_on else None)
     project = ",".join(names) if names else None
-    return judge(f, rule, project)
+    verdict = judge(f, rule, project)
+    if verdict.silent and span_cosines is not None and dense_on and words_speak(f, rule):
+        per_gene = dict(per_signal.get("dense", {}))
+        for rowid, cosine in span_cosines().items():
+            per_gene[rowid] = max(per_gene.get(rowid, -1.0), cosine)
+        closer = sorted(per_gene.values(), reverse=True)
+        f = features(list(forms), _by_stem(forms, counts), genes, best_words, held_idents, closer or None)
+        verdict = judge(f, rule, project)
+    return verdict
