@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from helix_context.config import WeighSettings
 from helix_context.errors import InvalidRequest
-from helix_context.models import Retrieval, ScoredGene
+from helix_context.models import Gene, Retrieval, ScoredGene
 from helix_context.query_text import echo
 from helix_context.weigh.coordinates import _covers, _coverage, _query_tokens
 from helix_context.weigh.live_check import SourceCache, check_source
@@ -233,6 +233,7 @@ def weigh_retrieval(
     *,
     term_weights: Mapping[str, float] | None = None,
     source_cache: SourceCache | None = None,
+    pieces: Mapping[str, Sequence[Gene]] | None = None,
 ) -> Packet:
     """Turn a retrieval into the agent-facing packet for ``task_type``.
 
@@ -242,6 +243,9 @@ def weigh_retrieval(
 
     ``term_weights``: the query's stemmed words → idf in this genome
     (relevance.idf_weights); without them every query word weighs the same.
+    ``pieces``: gene id → the other stored genes of the one definition the item stands for (a function
+    too long for one gene, answer/packet.py folds its pieces into one item); its relevance counts their
+    words too, as the function holds them.
     An item is verified only when it is fresh enough *and* relevant enough for
     the task. An abstaining or empty retrieval, or one whose best item holds
     less than ``relevance_floor`` of the query, gives ``known_empty=True`` with a
@@ -256,7 +260,8 @@ def weigh_retrieval(
     query = retrieval.query
     items = tuple(retrieval.items)
     weights = dict(term_weights) if term_weights is not None else {w: 1.0 for w in query_words(query)}
-    held = [gene_words(sg.gene) for sg in items]
+    pieces = pieces or {}
+    held = [gene_words(sg.gene).union(*(gene_words(g) for g in pieces.get(sg.gene.gene_id, ()))) for sg in items]
     rels = [relevance(weights, words) for words in held]
     best_rel = max(rels, default=0.0)
     abstained = not items or retrieval.tier == "abstain"

@@ -338,6 +338,22 @@ def test_a_function_cut_into_several_genes_is_one_pointer_named_for_it(helix: He
     assert not any(p["kind"] is None and 1 < p["start_line"] <= end for p in found), found
 
 
+
+def test_the_packet_lists_a_function_cut_into_several_genes_once(helix: HelixContextManager, tmp_path: Path) -> None:
+    """/context/packet lists genes: it used to give the function's pointer and then its later genes again as
+    nameless items inside its lines (one verified, the function itself not). Now one item, verified by the words
+    of all its lines; a neighbour that is a definition of its own stays an item of its own."""
+    path = tmp_path / "books" / "settle.py"
+    path.parent.mkdir()
+    path.write_text(_long_function())
+    helix.ingest_path(path.parent)
+    end = next(i for i, line in enumerate(path.read_text().split("\n"), 1) if line.startswith("    return refund"))
+    packet = helix.packet("reverse a disputed card payment chargeback in settle_accounts")
+    items = [(i.symbol, i.start_line, i.end_line, i.verdict) for i in packet.items]
+    assert items[0] == ("settle_accounts", 1, end, "verified"), items
+    assert not any(1 <= first <= last <= end for _, first, last, _ in items[1:]), items
+    assert packet.notes[0].startswith(f"{len(packet.verified)} verified, "), packet.notes
+
 RETRY = textwrap.dedent('''\
     """Fetching and uploading with retries."""
     import time
