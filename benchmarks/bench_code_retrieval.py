@@ -303,6 +303,8 @@ def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
     for label, spans in dense_function_spans(roots, helix.embedder, settings.embedding).items():
         out[f"minilm_functions_{label}"] = round(strict_mrr(spans), 3)
     out["bm25_functions"] = round(strict_mrr(bm25_function_spans(roots)), 3)
+    # what /context, the packet and the proxy do first: a question judged about nothing here gets silence
+    out["answered"] = sum(1 for q, _, _ in QUERIES if not helix.retriever.retrieve(q).silence)
     return out
 
 
@@ -426,9 +428,10 @@ def print_strict(results: dict) -> None:
     print(f"\nstrict MRR@10 (span covers >= half the target, target >= half the span), model {results['model']}:")
     for key, label in STRICT_LABELS.items():
         print(f"  {label:<54}{strict[key]:>7.3f}{strict[key] / bm25:>7.2f}x bm25s")
-    best_single = max(v for k, v in strict.items() if k != "helix")
+    best_single = max(v for k, v in strict.items() if k not in ("helix", "answered"))
     print(f"Helix / best single ranking: {strict['helix'] / max(best_single, 1e-9):.2f}x; "
           f"Helix / bm25s: {strict['helix'] / bm25:.2f}x (targets: >= 1.0x, >= 1.3x plain MiniLM, >= 1.6x trained)")
+    print(f"answered by /context, not silenced: {strict['answered']} of {len(QUERIES)} questions")
 
 
 if __name__ == "__main__":

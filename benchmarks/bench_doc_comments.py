@@ -16,7 +16,8 @@ A pointer is a hit where its lines hold the function's definition line and are a
 function's own (its doc comment and code): a pointer at the whole file or at a chunk of ten methods is not.
 Printed, in the same run over the same files: MRR@10 and hits at rank 1 of Helix (`fingerprint`), of Helix
 with the dense signal only and with the lexical signals only, and of bm25s over the functions' own lines
-(the same definitions, each with its doc comment).
+(the same definitions, each with its doc comment); and how many questions `/context` answers at all, where
+the silence gate (weigh/silence.py) would otherwise judge them about nothing indexed.
 """
 
 from __future__ import annotations
@@ -250,6 +251,8 @@ def measure(package: str, lib: Path, questions: list[Question]) -> dict:
                        for p in retriever.retrieve(q, max_genes=10, gate=False, pointers=True).pointers[:10]]
                       for q, _, _ in questions]
             results[key] = score(questions, ranked, wanted)
+        # what /context, the packet and the proxy do first: a question judged about nothing here gets silence
+        results["answered"] = sum(1 for q, _, _ in questions if not helix.retriever.retrieve(q).silence)
         helix.close()
     results["bm25_functions"] = score(questions, bm25_functions(lib, found, questions), wanted)
     return results
@@ -271,6 +274,10 @@ def main() -> int:
     for key, label in LABELS:
         print(f"  {label:<40}" + "".join(f"{results[name][key]['mrr10']:>12.3f} ({results[name][key]['hits1']:>3})"
                                          for name in [*PACKAGES, "all"]))
+    results["all"]["answered"] = sum(results[name]["answered"] for name in PACKAGES)
+    print(f"  {'answered, not silenced (/context)':<40}" + "".join(
+        f"{results[name]['answered']:>14} / {results[name]['questions'] if name in PACKAGES else total:<3}"
+        for name in [*PACKAGES, "all"]))
     write_results(args.json, results)
     return 0
 

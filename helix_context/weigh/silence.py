@@ -116,15 +116,10 @@ def features(words: Sequence[str], doc_counts: Mapping[str, int], genes: int, be
                            dense_best, dense_gap)
 
 
-def words_speak(f: SilenceFeatures, rule: SilenceRule) -> bool:
-    """Whether the project holds most of what the message asks about, and one gene most of it."""
-    return f.best_share >= rule.best_share and f.held_share >= rule.held_share
-
-
 def judge(f: SilenceFeatures, rule: SilenceRule, project: str | None = None) -> Silence:
     """Speak or stay silent, with the reason people read in /context's health and the packet's notes."""
     where = f"project {project!r}" if project else "the indexed projects"
-    lexical = words_speak(f, rule)
+    lexical = f.best_share >= rule.best_share and f.held_share >= rule.held_share
     if f.words >= rule.all_words and f.best_share >= 0.999:
         return Silence(False, f"one gene of {where} holds every word of the message", f)
     if f.dense_best is not None:

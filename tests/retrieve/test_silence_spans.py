@@ -3,15 +3,18 @@
 A small module of two helpers is stored as one gene, embedded from the first words of both: the
 hashing helper's. Asked "retry with backoff", the project holds every word and the gene holds
 them all, but the gene's vector sits far from the question (cosine ~0.04), so the silence gate
-used to withhold the context as if the message were chat about nothing indexed. It now looks,
-in that case only, at the cosines of the spans the best genes pack (retrieve/span_dense.py).
-Real ingest, a real SQLite genome, the real MiniLM model.
+used to withhold the context as if the message were chat about nothing indexed; asked in other
+words than the code's, neither the words nor the gene's vector spoke. Where the genes' vectors
+leave a message silent, the gate now looks at the cosines of the spans the best genes pack
+(retrieve/span_dense.py). Real ingest, a real SQLite genome, the real MiniLM model.
 """
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from helix_context import HelixContextManager
 from helix_context.retrieve import silence_gate
@@ -40,29 +43,34 @@ UTIL = textwrap.dedent('''\
         return call()
     ''')
 
-ON_TOPIC = "retry with backoff"
+ON_TOPIC = ("retry with backoff",  # every word held, the gene's vector far
+            "wait with exponential backoff before retrying a flaky call")  # 71 % of the words, the span close
 CHAT = ("write a haiku about autumn leaves", "What is the capital of France?", "thanks, that's all for today",
         "how do I bake sourdough bread")
 
 
 def _ingest(dense: HelixContextManager, root: Path) -> None:
-    (root / "util.py").write_text(UTIL)
-    dense.ingest_path(root)
+    # a folder of its own: the path's words are part of what each gene is embedded from (pytest's folder
+    # names, "test_a_question_about_...", would be the module header's)
+    (root / "helpers").mkdir()
+    (root / "helpers" / "util.py").write_text(UTIL)
+    dense.ingest_path(root / "helpers")
     genes = dense.genome.conn.execute("SELECT count(DISTINCT gene) FROM symbols").fetchone()[0]
     assert genes == 1, "both helpers share one stored gene (else this test shows nothing)"
 
 
-def test_a_question_about_one_function_of_a_packed_gene_is_answered(dense: HelixContextManager,
-                                                                    tmp_path: Path) -> None:
+@pytest.mark.parametrize("question", ON_TOPIC)
+def test_a_question_about_one_function_of_a_packed_gene_is_answered(dense: HelixContextManager, tmp_path: Path,
+                                                                    question: str) -> None:
     _ingest(dense, tmp_path)
-    found = dense.retriever.retrieve(ON_TOPIC)
+    found = dense.retriever.retrieve(question)
     assert found.items and not found.silence, found.silence
-    packet = dense.packet(ON_TOPIC)
-    assert [item.symbol for item in (*packet.verified, *packet.stale_risk)][:1] == ["again"], packet
+    packet = dense.packet(question)
+    assert [item.symbol for item in packet.items][:1] == ["again"], packet
 
     # the gene's own vector alone: the gate stays silent, which is what users got before
-    ev = dense.retriever.evidence(ON_TOPIC)
-    items = dense.retriever.retrieve(ON_TOPIC, gate=False).items
+    ev = dense.retriever.evidence(question)
+    items = dense.retriever.retrieve(question, gate=False).items
     alone = silence_gate.judge_query(dense.retriever, ev.qs, (), list(items), ev.per_signal, True)
     assert alone.silent and alone.features.dense_best < 0.2, alone
 
