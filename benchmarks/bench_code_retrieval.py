@@ -303,6 +303,9 @@ def strict_lines(helix, settings, roots: list[Path]) -> dict[str, float]:
     for label, spans in dense_function_spans(roots, helix.embedder, settings.embedding).items():
         out[f"minilm_functions_{label}"] = round(strict_mrr(spans), 3)
     out["bm25_functions"] = round(strict_mrr(bm25_function_spans(roots)), 3)
+    # what an agent gets: the packet's items in order (verified, then stale_risk), silence included
+    out["helix_packet"] = round(strict_mrr([[(i.source_id or "", i.start_line, i.end_line)
+                                             for i in helix.packet(q).items[:10]] for q, _, _ in QUERIES]), 3)
     # what /context, the packet and the proxy do first: a question judged about nothing here gets silence
     out["answered"] = sum(1 for q, _, _ in QUERIES if not helix.retriever.retrieve(q).silence)
     return out
@@ -415,7 +418,8 @@ def shapes_main(json_out: str | None) -> int:
     return 0
 
 
-STRICT_LABELS = {"helix": "Helix (fingerprint)", "helix_dense_only": "Helix, dense signal only",
+STRICT_LABELS = {"helix": "Helix (fingerprint)", "helix_packet": "Helix /context/packet (gated, its items)",
+                 "helix_dense_only": "Helix, dense signal only",
                  "helix_lexical_only": "Helix, lexical signals only",
                  "minilm_functions_digest": "MiniLM alone, function chunks (digest)",
                  "minilm_functions_text": "MiniLM alone, function chunks (own text, 128 pieces)",
@@ -428,7 +432,7 @@ def print_strict(results: dict) -> None:
     print(f"\nstrict MRR@10 (span covers >= half the target, target >= half the span), model {results['model']}:")
     for key, label in STRICT_LABELS.items():
         print(f"  {label:<54}{strict[key]:>7.3f}{strict[key] / bm25:>7.2f}x bm25s")
-    best_single = max(v for k, v in strict.items() if k not in ("helix", "answered"))
+    best_single = max(v for k, v in strict.items() if k not in ("helix", "helix_packet", "answered"))
     print(f"Helix / best single ranking: {strict['helix'] / max(best_single, 1e-9):.2f}x; "
           f"Helix / bm25s: {strict['helix'] / bm25:.2f}x (targets: >= 1.0x, >= 1.3x plain MiniLM, >= 1.6x trained)")
     print(f"answered by /context, not silenced: {strict['answered']} of {len(QUERIES)} questions")

@@ -198,7 +198,8 @@ def is_hit(span: tuple[str, int, int], relpath: str, target: tuple[int, int, int
 
 
 Question = tuple[str, str, str]
-LABELS = (("helix", "Helix (fingerprint)"), ("helix_dense_only", "Helix, dense signal only"),
+LABELS = (("helix", "Helix (fingerprint)"), ("helix_packet", "Helix /context/packet (gated, its items)"),
+          ("helix_dense_only", "Helix, dense signal only"),
           ("helix_lexical_only", "Helix, lexical signals only"), ("bm25_functions", "bm25s, each definition's own lines"))
 
 
@@ -251,6 +252,10 @@ def measure(package: str, lib: Path, questions: list[Question]) -> dict:
                        for p in retriever.retrieve(q, max_genes=10, gate=False, pointers=True).pointers[:10]]
                       for q, _, _ in questions]
             results[key] = score(questions, ranked, wanted)
+        # what an agent gets: the packet's items in order (verified, then stale_risk), silence included
+        results["helix_packet"] = score(questions, [[(i.source_id or "", i.start_line, i.end_line)
+                                                     for i in helix.packet(q).items[:10]] for q, _, _ in questions],
+                                        wanted)
         # what /context, the packet and the proxy do first: a question judged about nothing here gets silence
         results["answered"] = sum(1 for q, _, _ in questions if not helix.retriever.retrieve(q).silence)
         helix.close()

@@ -355,6 +355,7 @@ class Retriever:
             cap = zone.max_genes
             count = min(count, cap)
         if located:
+            kept = _by_pointers(items, kept, located, floor_frac)
             delivered = {it.gene.rowid for it in kept[:count]}
             located = tuple(p for p in located if p.gene.rowid in delivered)
         return Retrieval(qs, tuple(kept[:count]), tier if count else "abstain", candidates, cap, stages, located, mass,
@@ -387,3 +388,25 @@ def _only(scores: dict[int, float], allowed: np.ndarray) -> dict[int, float]:
 
 def _names(answered: str | None) -> tuple[str, ...]:
     return tuple(answered.split(",")) if answered else ()
+
+
+def _by_pointers(items: list[ScoredGene], kept: list[ScoredGene], located: Sequence[Pointer],
+                 floor_frac: float) -> list[ScoredGene]:
+    """The genes to deliver with pointers (the packet's): those of the best pointers first, then the rest of the
+    gene ranking past its floor.
+
+    Why: the pointer ranking weighs each span's own words and cosine beside its gene's score, and finds the
+    function a question in words means where the gene ranking alone does not (`fingerprint`, ungated, ranks by
+    it). The packet delivered the best genes instead and narrowed each to its best pointer, so "mark the response
+    as a file to be saved with a file name" had `res.attachment` first in `fingerprint` and nowhere in the packet's
+    six items. A pointer below the floor's share of the best pointer leads nothing; the tier still decides how many.
+    """
+    by_row = {it.gene.rowid: it for it in items}
+    top = located[0].score if located else 0.0
+    led: dict[int | None, ScoredGene] = {}
+    for p in located:
+        if p.score < floor_frac * top:
+            break
+        if p.gene.rowid in by_row:
+            led.setdefault(p.gene.rowid, by_row[p.gene.rowid])
+    return [*led.values(), *(it for it in kept if it.gene.rowid not in led)]
