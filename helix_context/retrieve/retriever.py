@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -146,38 +146,12 @@ class Retriever:
         code_rows = self._code_rows(code_weights, set(scores))
         return fuse_added(fused, name, scores, self.fuse, self.weights, code_rows, code_weights)
 
-    def _span_cosines(self, vector: np.ndarray | None,
-                      items: list[ScoredGene]) -> Callable[[SpanScores], dict[tuple[int, int], float]] | None:
+    def _span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene]) -> _QuerySpans | None:
         """The spans of the best genes → their own cosines to the query (None without a vector or a model)."""
         embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
         if embedder is None or vector is None:
             return None
-        top = {it.gene.rowid for it in items[:DENSE_GENES]}
-        genes = [it.gene for it in items[:DENSE_GENES]]
-
-        def cosines(spans: SpanScores) -> dict[tuple[int, int], float]:
-            own = {r: v for r, v in spans.items() if r in top}
-            try:
-                return span_similarities(embedder, vector, genes, own, self.settings.embedding, self.span_vectors)
-            except Exception as exc:  # the model failing on the spans costs that signal, not the answer
-                log.warning("span embeddings failed (%s); pointers ranked without them", exc)
-                return {}
-        return cosines
-
-    def _best_span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene],
-                           terms: WeighedTerms) -> Callable[[], dict[int, float]] | None:
-        """The best genes' rowid → the best cosine among the symbol spans each packs (for the silence gate)."""
-        cosines = self._span_cosines(vector, items)
-        if cosines is None:
-            return None
-
-        def best() -> dict[int, float]:
-            out: dict[int, float] = {}
-            for (rowid, _), cosine in cosines(span_scores(self.genome, [it.gene for it in items[:DENSE_GENES]],
-                                                          terms)).items():
-                out[rowid] = max(out.get(rowid, -1.0), cosine)
-            return out
-        return best
+        return _QuerySpans(self, embedder, vector, [it.gene for it in items[:DENSE_GENES]])
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
@@ -309,13 +283,14 @@ class Retriever:
 
         candidates = len(fused)
         located: tuple[Pointer, ...] = ()
+        spans_dense = self._span_cosines(vector, items)  # the pointers' and the silence gate's, embedded once
         mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()
             tests_wanted = wants_tests(qs)
             lw = self.locate_weights_for(ev.kind)
             located = tuple(locate(self.genome, items, terms, defs, lw, tests_wanted=tests_wanted,
-                                   gene_dense=per_signal.get("dense"), span_cosines=self._span_cosines(vector, items),
+                                   gene_dense=per_signal.get("dense"), span_cosines=spans_dense,
                                    locations=qs.locations))
             if self.locate_weights.mass > 0:
                 wide = ranked[:MASS_WINDOW]
@@ -341,7 +316,8 @@ class Retriever:
             t = time.perf_counter()
             verdict = silence_gate.judge_query(self, qs, scope.names or _names(answered), items, per_signal,
                                                vector is not None,
-                                               span_cosines=self._best_span_cosines(vector, items, terms))
+                                               span_cosines=None if spans_dense is None else
+                                               lambda: spans_dense.best_per_gene(terms))
             stages["silence"] = time.perf_counter() - t
             if verdict.silent:
                 return Retrieval(qs, (), "abstain", candidates, cap0, stages, project=answered,
@@ -410,3 +386,32 @@ def _by_pointers(items: list[ScoredGene], kept: list[ScoredGene], located: Seque
         if p.gene.rowid in by_row:
             led.setdefault(p.gene.rowid, by_row[p.gene.rowid])
     return [*led.values(), *(it for it in kept if it.gene.rowid not in led)]
+
+
+class _QuerySpans:
+    """One query's span cosines for its best genes: the pointer ranking asks for them (`locate`) and, where the
+    genes' own vectors leave a message silent, the silence gate reads them per gene; whichever asks first
+    computes them, the other reads what it left."""
+
+    def __init__(self, retriever: Retriever, embedder: Any, vector: np.ndarray, genes: list[Gene]) -> None:
+        self.retriever, self.embedder, self.vector, self.genes = retriever, embedder, vector, genes
+        self.found: dict[tuple[int, int], float] | None = None
+
+    def __call__(self, spans: SpanScores) -> dict[tuple[int, int], float]:
+        top = {g.rowid for g in self.genes}
+        own = {r: v for r, v in spans.items() if r in top}
+        try:
+            self.found = span_similarities(self.embedder, self.vector, self.genes, own,
+                                           self.retriever.settings.embedding, self.retriever.span_vectors)
+        except Exception as exc:  # the model failing on the spans costs that signal, not the answer
+            log.warning("span embeddings failed (%s); pointers ranked without them", exc)
+            self.found = {}
+        return self.found
+
+    def best_per_gene(self, terms: WeighedTerms) -> dict[int, float]:
+        """Gene rowid → the best cosine among the symbol spans it packs."""
+        found = self.found if self.found is not None else self(span_scores(self.retriever.genome, self.genes, terms))
+        out: dict[int, float] = {}
+        for (rowid, _), cosine in found.items():
+            out[rowid] = max(out.get(rowid, -1.0), cosine)
+        return out
