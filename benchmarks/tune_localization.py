@@ -68,6 +68,12 @@ class _Unpickler(pickle.Unpickler):
         return Record if name == "Record" else super().find_class(module, name)
 
 
+def packed_spans(genes: dict, spans: dict) -> dict:
+    """Every span of every candidate code gene packing two or more: a record holds them all, and a replay keeps
+    the ones the server would embed for its ranking (span_dense.chosen_spans)."""
+    return {r: list(own) for r, own in spans.items() if len(own) >= 2 and r in genes and genes[r].content_type == "code"}
+
+
 def load(path: Path):
     with path.open("rb") as fh:
         return _Unpickler(fh).load()
@@ -106,8 +112,8 @@ def collect(args: argparse.Namespace) -> int:
         spans = span_scores(helix.genome, list(genes.values()), ev.terms, asked=ev.defs.keys())
         # every candidate's span cosines, as collect-stdlib records them: the server adds them to each
         # pointer of its best genes (locate_dense), so a replay without them ranks what it never serves
-        dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), spans, settings.embedding,
-                                  SpanVectors())
+        dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), packed_spans(genes, spans),
+                                  settings.embedding, SpanVectors())
         root = str(tree.resolve())
         slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}
         pickle.dump(Record(row["instance_id"], row["gold"], ev.per_signal, ev.defs, slim, spans, root, ev.qs, ev.terms,
@@ -144,7 +150,8 @@ def collect_stdlib(args: argparse.Namespace) -> int:
         genes = helix.genome.genes_by_rowid(rowids)
         spans = span_scores(helix.genome, list(genes.values()), ev.terms, asked=ev.defs.keys())
         # every candidate's spans (replay keeps those of its own best genes, as the server does)
-        dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), spans, settings.embedding, memory)
+        dense = span_similarities(helix.embedder, ev.vector, list(genes.values()), packed_spans(genes, spans),
+                                  settings.embedding, memory)
         slim = {r: replace(g, content="", tags=(), facts=()) for r, g in genes.items()}
         out.append(Record(question, {relpath: [list(t) for t in target_spans(relpath, names)]}, ev.per_signal,
                           ev.defs, slim, spans, "", ev.qs, ev.terms, dense))
@@ -228,7 +235,7 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
     from helix_context.retrieve import locate as locate_mod
     from helix_context.retrieve.fusion import blend_weights, fuse_weighted
     from helix_context.retrieve.locate import QuestionFactors
-    from helix_context.retrieve.span_dense import DENSE_GENES
+    from helix_context.retrieve.span_dense import chosen_spans
 
     if not _PROSE:
         _PROSE.update(prose_weights())
@@ -241,8 +248,11 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
     items = [ScoredGene(record.genes[r], score, parts) for r, (score, parts) in ranked[:window]
              if r in record.genes and record.genes[r].tier != "archived"]
     wanted = tests_wanted(record)
-    top = {it.gene.rowid for it in items[:DENSE_GENES]}
-    span_dense = {k: v for k, v in (record.span_dense or {}).items() if k[0] in top}
+    located = {it.gene.rowid: record.spans[it.gene.rowid] for it in items if it.gene.rowid in record.spans}
+    worded = None if s < locate_mod.SPAN_QUESTION_UNTIL else 0  # as the retriever chooses (Retriever._span_cosines)
+    chosen = {(r, span[1]) for r, own in chosen_spans([it.gene for it in items], located, worded=worded).items()
+              for span in own}
+    span_dense = {k: v for k, v in (record.span_dense or {}).items() if k in chosen}
     pointers = locate_mod.score_pointers(items, record.spans, record.defs, locate_w, tests_wanted=wanted,
                                          gene_dense=record.per_signal.get("dense"), span_dense=span_dense)
     mass = {}

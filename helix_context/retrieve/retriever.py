@@ -20,13 +20,13 @@ from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredG
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
-from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, QuestionFactors, SpanScores,
+from helix_context.retrieve.locate import (MASS_WINDOW, SPAN_QUESTION_UNTIL, LocateWeights, QuestionFactors, SpanScores,
                                           definition_gene_scores, file_mass, locate, span_scores, start_definitions,
                                           wants_tests)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
-from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, span_similarities
+from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, chosen_spans, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
 from helix_context.retrieve import silence_gate
 
@@ -146,12 +146,18 @@ class Retriever:
         code_rows = self._code_rows(code_weights, set(scores))
         return fuse_added(fused, name, scores, self.fuse, self.weights, code_rows, code_weights)
 
-    def _span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene]) -> _QuerySpans | None:
-        """The spans of the best genes → their own cosines to the query (None without a vector or a model)."""
+    def _span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene], kind: QueryKind) -> _QuerySpans | None:
+        """The spans of the best genes → their own cosines to the query (None without a vector or a model).
+
+        For a question in words, also the spans past those genes whose own words score best (span_dense.chosen_spans).
+        Not for text that reads as an issue (lexicality from SPAN_QUESTION_UNTIL, where a pointer's own evidence is
+        weighed as for an issue): its words are many and spread over callers and tests, and on the swe-dev issues
+        those spans cost a file its first place and found no function."""
         embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
         if embedder is None or vector is None:
             return None
-        return _QuerySpans(self, embedder, vector, [it.gene for it in items[:DENSE_GENES]])
+        worded = None if kind.lexicality < SPAN_QUESTION_UNTIL else 0
+        return _QuerySpans(self, embedder, vector, [it.gene for it in items], worded)
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
@@ -283,7 +289,7 @@ class Retriever:
 
         candidates = len(fused)
         located: tuple[Pointer, ...] = ()
-        spans_dense = self._span_cosines(vector, items)  # the pointers' and the silence gate's, embedded once
+        spans_dense = self._span_cosines(vector, items, ev.kind)  # the pointers' and the silence gate's, embedded once
         mass: dict[str, float] = {}
         if pointers:
             t = time.perf_counter()
@@ -389,29 +395,34 @@ def _by_pointers(items: list[ScoredGene], kept: list[ScoredGene], located: Seque
 
 
 class _QuerySpans:
-    """One query's span cosines for its best genes: the pointer ranking asks for them (`locate`) and, where the
-    genes' own vectors leave a message silent, the silence gate reads them per gene; whichever asks first
-    computes them, the other reads what it left."""
+    """One query's span cosines: the pointer ranking asks for them (`locate`) and, where the best genes' own
+    vectors leave a message silent, the silence gate reads those genes' per gene; whichever asks first computes
+    them, the other reads what it left. `genes`: the located genes, best first (span_dense.chosen_spans picks)."""
 
-    def __init__(self, retriever: Retriever, embedder: Any, vector: np.ndarray, genes: list[Gene]) -> None:
+    def __init__(self, retriever: Retriever, embedder: Any, vector: np.ndarray, genes: list[Gene],
+                 worded: int | None = None) -> None:
         self.retriever, self.embedder, self.vector, self.genes = retriever, embedder, vector, genes
+        self.worded = worded  # spans chosen for their words past the best genes (None: span_dense's WORDED_SPANS)
         self.found: dict[tuple[int, int], float] | None = None
 
     def __call__(self, spans: SpanScores) -> dict[tuple[int, int], float]:
-        top = {g.rowid for g in self.genes}
-        own = {r: v for r, v in spans.items() if r in top}
+        chosen = chosen_spans(self.genes, spans, worded=self.worded)
         try:
-            self.found = span_similarities(self.embedder, self.vector, self.genes, own,
-                                           self.retriever.settings.embedding, self.retriever.span_vectors)
+            self.found = span_similarities(self.embedder, self.vector, [g for g in self.genes if g.rowid in chosen],
+                                           chosen, self.retriever.settings.embedding, self.retriever.span_vectors)
         except Exception as exc:  # the model failing on the spans costs that signal, not the answer
             log.warning("span embeddings failed (%s); pointers ranked without them", exc)
             self.found = {}
         return self.found
 
     def best_per_gene(self, terms: WeighedTerms) -> dict[int, float]:
-        """Gene rowid → the best cosine among the symbol spans it packs."""
-        found = self.found if self.found is not None else self(span_scores(self.retriever.genome, self.genes, terms))
+        """The best genes' rowid → the best cosine among the symbol spans it packs (the spans chosen for their
+        words elsewhere are the pointers' evidence, not the gate's: it was chosen on the best genes alone)."""
+        lead = self.genes[:DENSE_GENES]
+        found = self.found if self.found is not None else self(span_scores(self.retriever.genome, lead, terms))
+        rows = {g.rowid for g in lead}
         out: dict[int, float] = {}
         for (rowid, _), cosine in found.items():
-            out[rowid] = max(out.get(rowid, -1.0), cosine)
+            if rowid in rows:
+                out[rowid] = max(out.get(rowid, -1.0), cosine)
         return out

@@ -9,6 +9,13 @@ genes are embedded one by one, each from the same digest a gene is embedded from
 (names as words, comments, then code; ingest/embed_text.py), and their cosine to
 the query scores each pointer on its own.
 
+Beyond those genes, the spans whose own words score best (at least WORDED_SHARE of the best span's,
+WORDED_SPANS at most) are embedded alone too. A gene's fused score and vector speak for every function
+it packs: commander's `configureOutput` ("change where the help and the error output are written") has
+the best words of any span, but its gene of four methods ranks 20th and its one vector sits far from
+the question, so the pointer counted that blended cosine and ranked 15th. Chosen on the development
+data (docs/performance.md, session 30).
+
 Why at query time and not at ingest: embedding every span at ingest would cost
 about 2.5x the model time of the genes themselves (3,638 spans in multi-symbol genes
 for 1,472 code genes on the standard library) and break the ingest-speed target;
@@ -32,6 +39,8 @@ from helix_context.ingest.embed_text import embedding_text, embedding_tokens
 from helix_context.models import Gene
 
 DENSE_GENES = 12  # best genes of the fused ranking whose spans are embedded one by one
+WORDED_SPANS = 8  # beyond those genes, at most this many spans whose own words score best are embedded too
+WORDED_SHARE = 0.7  # ... those whose words score at least this share of the best span's
 MAX_SPANS_PER_GENE = 16  # a gene packing more symbols than this: the first ones (bounded model work)
 CAPACITY = 20_000  # span vectors kept (384 float32 each: ~31 MB at most)
 
@@ -80,22 +89,40 @@ def model_key(embedder: Any) -> str:
     return str(getattr(embedder, "model_name", None) or getattr(embedder, "model_path", None) or type(embedder).__name__)
 
 
-def span_similarities(embedder: SpanEmbedder, vector: np.ndarray, genes: Sequence[Gene],
-                      spans: Mapping[int, Sequence[tuple[Any, ...]]], cfg: EmbeddingSettings,
-                      memory: SpanVectors | None = None) -> dict[SpanKey, float]:
-    """(gene rowid, first line) → cosine of that span to the query, for genes holding two spans or more.
+def chosen_spans(genes: Sequence[Gene], spans: Mapping[int, Sequence[tuple[Any, ...]]], *, best: int | None = None,
+                 worded: int | None = None, share: float = WORDED_SHARE) -> dict[int, list[tuple[Any, ...]]]:
+    """Gene rowid → its spans to embed alone for one query: those of the `best` first of `genes` (ranked best
+    first; DENSE_GENES), and of the genes after them the `worded` spans whose own words score best (BM25, each
+    span's 4th field; WORDED_SPANS), where that is at least `share` of the best span's.
 
-    `spans`: gene rowid → its spans as (symbol or None, first, last, ...), as locate cuts them.
-    A gene with one span is scored by its own vector already (the dense scorer).
-    """
+    `spans`: gene rowid → its spans as (symbol or None, first, last, words, ...), as locate cuts them. Only
+    code genes packing two spans or more: a gene with one span is scored by its own vector already (the
+    dense scorer), and prose is scored by its gene's."""
+    best = DENSE_GENES if best is None else best
+    worded = WORDED_SPANS if worded is None else worded
+    lead = {g.rowid for g in genes[:best]}
+    packed = [g for g in genes if g.content_type == "code" and len(spans.get(g.rowid or -1, ())) >= 2]
+    out = {g.rowid or -1: list(spans[g.rowid or -1])[:MAX_SPANS_PER_GENE] for g in packed if g.rowid in lead}
+    top = max((span[3] for own in spans.values() for span in own), default=0.0)
+    if worded <= 0 or top <= 0:
+        return out
+    rest = [(span[3], n, i) for n, g in enumerate(packed) if (g.rowid or -1) not in out
+            for i, span in enumerate(spans[g.rowid or -1]) if span[0] is not None and span[3] >= share * top]
+    for _, n, i in sorted(rest, key=lambda r: (-r[0], r[1], r[2]))[:worded]:
+        rowid = packed[n].rowid or -1
+        out.setdefault(rowid, []).append(spans[rowid][i])
+    return out
+
+
+def span_similarities(embedder: SpanEmbedder, vector: np.ndarray, genes: Sequence[Gene],
+                      chosen: Mapping[int, Sequence[tuple[Any, ...]]], cfg: EmbeddingSettings,
+                      memory: SpanVectors | None = None) -> dict[SpanKey, float]:
+    """(gene rowid, first line) → cosine of that span to the query, for the `chosen` spans (`chosen_spans`)."""
     memory = memory if memory is not None else SpanVectors()
     key = model_key(embedder)
     wanted: list[tuple[SpanKey, tuple[str, str, int, int], Gene]] = []
     for gene in genes:
-        own = spans.get(gene.rowid or -1, ())
-        if len(own) < 2 or gene.content_type != "code":
-            continue
-        for span in list(own)[:MAX_SPANS_PER_GENE]:
+        for span in chosen.get(gene.rowid or -1, ()):
             sym, first, last = span[0], span[1], span[2]
             wanted.append(((gene.rowid or -1, first), (key, gene.gene_id, first, last),
                            span_gene(gene, getattr(sym, "name", None), first, last)))
