@@ -152,11 +152,12 @@ class Retriever:
         For a question in words, also the spans past those genes whose own words score best (span_dense.chosen_spans).
         Not for text that reads as an issue (lexicality from SPAN_QUESTION_UNTIL, where a pointer's own evidence is
         weighed as for an issue): its words are many and spread over callers and tests, and on the swe-dev issues
-        those spans cost a file its first place and found no function."""
+        those spans cost a file its first place and found no function. Nor where the spans' words weigh nothing
+        (`locate_symbol` 0: the dense-only ranking the benchmarks print beside the fusion)."""
         embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
         if embedder is None or vector is None:
             return None
-        worded = None if kind.lexicality < SPAN_QUESTION_UNTIL else 0
+        worded = None if kind.lexicality < SPAN_QUESTION_UNTIL and self.locate_weights.symbol > 0 else 0
         return _QuerySpans(self, embedder, vector, [it.gene for it in items], worded)
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:

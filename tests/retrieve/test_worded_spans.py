@@ -22,6 +22,7 @@ import pytest
 from helix_context import HelixContextManager
 from helix_context.models import Gene
 from helix_context.retrieve import span_dense
+from helix_context.retrieve.retriever import Retriever
 
 QUESTION = "change where the help and the error output are written"
 
@@ -127,6 +128,13 @@ def test_the_method_whose_words_fit_comes_first_though_its_gene_ranks_late(dense
     assert _first_symbols(dense, 1) == ["Command.configure_output"]
     assert [item.symbol for item in dense.packet(QUESTION).items][:1] == ["Command.configure_output"]
     assert dense.retriever.retrieve(QUESTION).items, "answered, not silenced"
+
+    # choosing spans by their words is lexical evidence: a ranking that weighs no span's words chooses none
+    # (the dense-only ranking the benchmarks print beside the fusion)
+    wordless = Retriever(dense.genome, dense.settings.replace(retrieval={"locate_symbol": 0.0}),
+                         embedder_part=dense.embedder_part)
+    found = wordless.retrieve(QUESTION, max_genes=10, gate=False, pointers=True)
+    assert "Command.configure_output" not in [p.symbol for p in found.pointers[:3]]
 
     # what users got before: the method scored with its gene's blended vector, below the topical files
     monkeypatch.setattr(span_dense, "WORDED_SPANS", 0)
