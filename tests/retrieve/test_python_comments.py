@@ -106,8 +106,9 @@ def test_a_definitions_chunk_and_its_symbol_start_on_the_same_line() -> None:
 ])
 def test_a_question_that_paraphrases_a_comment_finds_its_function(dense: HelixContextManager, tmp_path: Path,
                                                                   question: str, name: str, first: int) -> None:
-    (tmp_path / "helpers.py").write_text(HELPERS)
-    dense.ingest_path(tmp_path)
+    (tmp_path / "project").mkdir()  # a neutral folder: a path's words are part of what each gene is embedded from
+    (tmp_path / "project" / "helpers.py").write_text(HELPERS)
+    dense.ingest_path(tmp_path / "project")
     packed = dense.genome.conn.execute("SELECT count(*) FROM symbols WHERE gene = "
                                        "(SELECT gene FROM symbols WHERE name = 'sweep')").fetchone()[0]
     assert packed == 3, "the three helpers share one stored gene (else this test shows nothing)"
