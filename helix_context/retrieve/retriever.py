@@ -409,8 +409,8 @@ class _QuerySpans:
     def __call__(self, spans: SpanScores) -> dict[tuple[int, int], float]:
         chosen = chosen_spans(self.genes, spans, worded=self.worded)
         try:
-            self.found = span_similarities(self.embedder, self.vector, [g for g in self.genes if g.rowid in chosen],
-                                           chosen, self.retriever.settings.embedding, self.retriever.span_vectors)
+            self.found = span_similarities(self.embedder, self.vector, self.genes, chosen,
+                                           self.retriever.settings.embedding, self.retriever.span_vectors)
         except Exception as exc:  # the model failing on the spans costs that signal, not the answer
             log.warning("span embeddings failed (%s); pointers ranked without them", exc)
             self.found = {}

@@ -21,6 +21,7 @@ from helix_context.ingest.chunk import chunk_text
 from helix_context.ingest.symbols import python_symbols
 
 from tests.retrieve.older_genome import older_genome, reingest_marked
+from tests.retrieve.packed_genes import ingest_files, symbols_sharing_gene
 
 # three small helpers stored as one gene; what each one is for is said only by its comment
 HELPERS = textwrap.dedent('''\
@@ -106,12 +107,8 @@ def test_a_definitions_chunk_and_its_symbol_start_on_the_same_line() -> None:
 ])
 def test_a_question_that_paraphrases_a_comment_finds_its_function(dense: HelixContextManager, tmp_path: Path,
                                                                   question: str, name: str, first: int) -> None:
-    (tmp_path / "project").mkdir()  # a neutral folder: a path's words are part of what each gene is embedded from
-    (tmp_path / "project" / "helpers.py").write_text(HELPERS)
-    dense.ingest_path(tmp_path / "project")
-    packed = dense.genome.conn.execute("SELECT count(*) FROM symbols WHERE gene = "
-                                       "(SELECT gene FROM symbols WHERE name = 'sweep')").fetchone()[0]
-    assert packed == 3, "the three helpers share one stored gene (else this test shows nothing)"
+    ingest_files(dense, tmp_path, {"helpers.py": HELPERS})
+    assert symbols_sharing_gene(dense, "sweep") == 3, "the three helpers share one stored gene (else this test shows nothing)"
     top = dense.fingerprint(question, max_results=3)[0]
     assert (top["symbol"], top["start_line"]) == (name, first), top
 

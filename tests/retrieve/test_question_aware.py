@@ -24,6 +24,8 @@ from helix_context import HelixContextManager
 from helix_context.config import Settings
 from helix_context.retrieve.question import QueryKind
 
+from tests.retrieve.packed_genes import ingest_files, neutral_root, symbols_sharing_gene
+
 # one small module, stored as one gene: three short functions with nothing in common with the
 # question's words but what they do
 HOUSEKEEPING = textwrap.dedent('''\
@@ -55,12 +57,8 @@ def _with(manager: HelixContextManager, **retrieval: float) -> HelixContextManag
 
 def test_each_small_function_in_a_packed_gene_is_scored_on_its_own(dense: HelixContextManager,
                                                                    tmp_path: Path) -> None:
-    (tmp_path / "project").mkdir()  # a neutral folder: a path's words are part of what each gene is embedded from
-    (tmp_path / "project" / "housekeeping.py").write_text(HOUSEKEEPING)
-    dense.ingest_path(tmp_path / "project")
-    packed = dense.genome.conn.execute("SELECT count(*) FROM symbols WHERE gene = "
-                                       "(SELECT gene FROM symbols WHERE name = 'roll_over')").fetchone()[0]
-    assert packed == 3, "the three functions share one stored gene (else this test shows nothing)"
+    ingest_files(dense, tmp_path, {"housekeeping.py": HOUSEKEEPING})
+    assert symbols_sharing_gene(dense, "roll_over") == 3, "the three functions share one stored gene (else this test shows nothing)"
     top = dense.fingerprint(QUESTION, max_results=3)
     assert top[0]["symbol"] == "roll_over", [(p["symbol"], p["signals"]) for p in top]
     assert top[0]["signals"]["span_dense"] > max(p["signals"].get("span_dense", 0.0) for p in top[1:])
@@ -73,9 +71,11 @@ def test_each_small_function_in_a_packed_gene_is_scored_on_its_own(dense: HelixC
         off.close()
 
 
-def _tree(root: Path) -> None:
-    """Code that does what the question asks, in other words, beside code that shares the question's words."""
-    (root / "logs").mkdir(parents=True)
+def _tree(tmp_path: Path) -> Path:
+    """Code that does what the question asks, in other words, beside code that shares the question's words, in a
+    neutral folder (returned)."""
+    root = neutral_root(tmp_path)
+    (root / "logs").mkdir()
     (root / "logs" / "handlers.py").write_text(textwrap.dedent('''\
         class SizeCappedWriter:
             """Write records to disk, switching to a new output once the current one grows past a byte limit."""
@@ -93,11 +93,11 @@ def _tree(root: Path) -> None:
     for i in range(12):  # other code, so that word rarity means something
         (root / f"module{i}.py").write_text(f"def convert_{i}(value):\n    \"\"\"Parse the value.\"\"\"\n"
                                            f"    return int(value) + {i}\n")
+    return root
 
 
 def test_a_question_in_plain_words_leans_on_meaning(dense: HelixContextManager, tmp_path: Path) -> None:
-    _tree(tmp_path / "project")  # a neutral folder: a path's words are part of what each gene is embedded from
-    dense.ingest_path(tmp_path / "project")
+    dense.ingest_path(_tree(tmp_path))
     kind = dense.retriever.evidence(QUESTION).kind
     assert kind.lexicality < 0.2, kind
     top = dense.fingerprint(QUESTION, max_results=3, group_by="file")
@@ -149,14 +149,9 @@ def test_a_question_in_words_picks_the_function_by_its_own_evidence(dense: Helix
                                                                     tmp_path: Path) -> None:
     """A gene about caches scores higher as a whole than a gene of chores, one of which is what the question means:
     for a question in words the span's own words and cosine outweigh the score of the gene around it."""
-    root = tmp_path / "project"  # a neutral folder: a path's words are part of what each gene is embedded from
-    root.mkdir()
-    (root / "store.py").write_text(CACHE)
-    (root / "chores.py").write_text(CHORES)
-    for i in range(12):  # other code, so that word rarity means something
-        (root / f"module{i}.py").write_text(f"def convert_{i}(value):\n    \"\"\"Parse the value.\"\"\"\n"
-                                           f"    return int(value) + {i}\n")
-    dense.ingest_path(root)
+    others = {f"module{i}.py": f"def convert_{i}(value):\n    \"\"\"Parse the value.\"\"\"\n    return int(value) + {i}\n"
+              for i in range(12)}  # other code, so that word rarity means something
+    ingest_files(dense, tmp_path, {"store.py": CACHE, "chores.py": CHORES, **others})
     question = "remove cache entries whose time to live has passed"
     assert dense.fingerprint(question, max_results=3)[0]["symbol"] == "purge_expired"
 
@@ -170,8 +165,7 @@ def test_a_question_in_words_picks_the_function_by_its_own_evidence(dense: Helix
 
 def test_an_issue_full_of_names_and_a_traceback_is_read_lexically(dense: HelixContextManager,
                                                                    tmp_path: Path) -> None:
-    _tree(tmp_path / "project")  # a neutral folder: a path's words are part of what each gene is embedded from
-    dense.ingest_path(tmp_path / "project")
+    dense.ingest_path(_tree(tmp_path))
     issue = textwrap.dedent('''\
         rotate_points() fails when size=0
 
@@ -189,8 +183,7 @@ def test_an_issue_full_of_names_and_a_traceback_is_read_lexically(dense: HelixCo
 
 def test_lexicality_is_read_against_this_genome(dense: HelixContextManager, tmp_path: Path) -> None:
     """`should_switch` is an identifier this genome holds; `frobnicate_widget` is not: it weighs nothing."""
-    _tree(tmp_path / "project")  # a neutral folder: a path's words are part of what each gene is embedded from
-    dense.ingest_path(tmp_path / "project")
+    dense.ingest_path(_tree(tmp_path))
     held = dense.retriever.evidence("why does should_switch return true for an empty record").kind
     absent = dense.retriever.evidence("why does frobnicate_widget return true for an empty record").kind
     assert held.identifier_share > 0.2 and held.defined_names
@@ -202,8 +195,7 @@ def test_lexicality_is_read_against_this_genome(dense: HelixContextManager, tmp_
                                    "def f(x):\n    return x + 1\n" * 40_000])
 def test_empty_huge_and_code_only_queries_get_an_answer(dense: HelixContextManager, tmp_path: Path,
                                                         query: str) -> None:
-    _tree(tmp_path / "project")  # a neutral folder: a path's words are part of what each gene is embedded from
-    dense.ingest_path(tmp_path / "project")
+    dense.ingest_path(_tree(tmp_path))
     started = time.perf_counter()
     found = dense.retriever.retrieve(query, pointers=True)
     pointers = dense.fingerprint(query, max_results=5) if query.strip() else []
@@ -224,9 +216,7 @@ def test_span_vectors_keep_a_bounded_memory_per_model(dense: HelixContextManager
     """Span vectors are remembered for the next question, least recently used out first, never across models."""
     from helix_context.retrieve.span_dense import SpanVectors
 
-    (tmp_path / "project").mkdir()  # a neutral folder: a path's words are part of what each gene is embedded from
-    (tmp_path / "project" / "housekeeping.py").write_text(HOUSEKEEPING)
-    dense.ingest_path(tmp_path / "project")
+    ingest_files(dense, tmp_path, {"housekeeping.py": HOUSEKEEPING})
     memory = dense.retriever.span_vectors
     dense.fingerprint(QUESTION, max_results=3)
     remembered = len(memory)

@@ -24,6 +24,8 @@ from helix_context.models import Gene
 from helix_context.retrieve import span_dense
 from helix_context.retrieve.retriever import Retriever
 
+from tests.retrieve.packed_genes import symbols_sharing_gene
+
 QUESTION = "change where the help and the error output are written"
 
 # small modules about the question's topic, each its own gene: the gene ranking puts them first
@@ -121,7 +123,7 @@ def test_the_method_whose_words_fit_comes_first_though_its_gene_ranks_late(dense
     _ingest(dense, tmp_path)
     genes = dense.retriever.retrieve(QUESTION, max_genes=60, gate=False).items
     (gene,) = dense.genome.conn.execute("SELECT gene FROM symbols WHERE name = 'Command.configure_output'").fetchone()
-    assert dense.genome.conn.execute("SELECT count(*) FROM symbols WHERE gene = ?", (gene,)).fetchone()[0] >= 3
+    assert symbols_sharing_gene(dense, "Command.configure_output") >= 3
     rank = next(i for i, it in enumerate(genes, 1) if it.gene.rowid == gene)
     assert rank > span_dense.DENSE_GENES, "the method's gene must rank past the best genes (else this shows nothing)"
 
