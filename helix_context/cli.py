@@ -175,7 +175,8 @@ def cmd_packet(args: argparse.Namespace) -> int:
     print(f"confidence {data['coordinate_confidence']:.2f}")
     for section in ("verified", "stale_risk"):
         for item in data[section]:
-            print(f"{item['verdict']:<14} {item['src']}  live_truth={item['live_truth']:.2f}  "
+            name = f"  {item['symbol']}" if item.get("symbol") else ""  # the function or class the lines hold
+            print(f"{item['verdict']:<14} {item['src']}{name}  live_truth={item['live_truth']:.2f}  "
                   f"relevance={item['relevance']:.2f}  {item['reason']}")
     for target in data["refresh_targets"]:
         print(f"refresh[{target['priority']}] {target['target_kind']} {target['source_id']}: {target['reason']}")

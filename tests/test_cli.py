@@ -58,6 +58,19 @@ def test_nothing_relevant_exits_1_and_says_so_plainly(tmp_path: Path) -> None:
             assert word not in done.stderr, (args, word, done.stderr)
 
 
+def test_a_packet_line_names_the_function_it_points_at(tmp_path: Path) -> None:
+    src = tmp_path / "billing.py"
+    src.write_text('"""Invoices."""\n\n\ndef apply_late_fee(invoice, days_overdue):\n'
+                   '    """Add the late fee to an overdue invoice."""\n'
+                   '    return invoice.total * 0.02 * days_overdue\n\n\n'
+                   'def format_invoice_number(n):\n    """Zero-padded invoice number."""\n    return f"INV-{n:06d}"\n')
+    assert cli("ingest", str(src), "--no-embed", "--quiet").returncode == 0
+    done = cli("packet", "apply_late_fee overdue invoice")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if f"{src}:" in line]
+    assert lines and "  apply_late_fee  " in lines[0], done.stdout  # the name beside the lines, as fingerprint shows it
+
+
 def _without_help(parser: argparse.ArgumentParser, name: str = "helix") -> list[str]:
     missing = []
     for action in parser._actions:
