@@ -215,6 +215,7 @@ class Question:
     lexicality: float | None = None
     span_lexical: float = 1.0  # a pointer's own words and cosine (locate.QuestionFactors)
     span_dense: float = 1.0
+    header: float = 1.0  # a file's header
 
 
 _KINDS: dict[str, float] = {}
@@ -241,7 +242,8 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
         _PROSE.update(prose_weights())
     s = lexicality(record) if question.lexicality is None else question.lexicality
     weights = blend_weights(weights, s, question.dense, question.lexical)
-    locate_w = locate_w.blended(s, QuestionFactors(question.lexical, question.span_lexical, question.span_dense))
+    locate_w = locate_w.blended(s, QuestionFactors(question.lexical, question.span_lexical, question.span_dense,
+                                                   question.header))
     code_rows = {r for r, g in record.genes.items() if g.content_type == "code"}
     fused = fuse_weighted(record.per_signal, _PROSE, code_rows, weights)
     ranked = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))
@@ -330,7 +332,7 @@ def tune(args: argparse.Namespace) -> int:
     locate_w = LocateWeights(cfg.locate_gene, cfg.locate_symbol, cfg.locate_definition, cfg.locate_name,
                              cfg.locate_tests, cfg.locate_file_mass, span_weight)
     question = Question(cfg.question_dense, cfg.question_lexical, span_lexical=cfg.question_span_lexical,
-                        span_dense=cfg.question_span_dense)
+                        span_dense=cfg.question_span_dense, header=cfg.question_header)
     shipped_locate, shipped_question = locate_w, question
 
     def measure(w: dict[str, float], lw: LocateWeights, q: Question) -> tuple[float, dict[str, float]]:

@@ -147,6 +147,9 @@ class RetrievalSettings:
     # from lexicality 0.5 (an issue's) not at all, linear in between
     question_span_lexical: float = 2.4
     question_span_dense: float = 4.5
+    # …and a file's header (its lines before its first definition: docstring, imports) counts this much of its
+    # score, as a question in words asks for a function or a class, which the header only sums up
+    question_header: float = 0.7
     # pointer score: + the span's own cosine to the query (span_dense.py); None: the embedding model's own
     # weight (ingest/embed_models.LOCATE_DENSE), since a better model's span cosines deserve more trust
     locate_dense: float | None = None

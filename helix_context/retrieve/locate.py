@@ -51,6 +51,7 @@ class LocateWeights:
     tests: float = 1.0  # a span in a test file counts this much when the query does not ask about tests
     mass: float = 0.0  # files: weight of a file's share of the wider ranking next to its best pointers
     dense: float = 0.0  # the span's own cosine to the query (its gene's, when the gene holds one span)
+    header: float = 1.0  # a file's header (its lines before its first definition) counts this share of its score
 
     def blended(self, lexicality: float, question: QuestionFactors) -> LocateWeights:
         """These weights for one query: each factor of `question` at lexicality 0, none at 1, linear in between.
@@ -68,7 +69,8 @@ class LocateWeights:
 
         return replace(self, symbol=self.symbol * at(question.span_lexical, span),
                        definition=self.definition * at(question.lexical, s),
-                       dense=self.dense * at(question.span_dense, span))
+                       dense=self.dense * at(question.span_dense, span),
+                       header=self.header * at(question.header, span))
 
 
 SPAN_QUESTION_UNTIL = 0.5  # lexicality from which a pointer's own evidence is weighed as for an issue
@@ -81,6 +83,11 @@ class QuestionFactors:
     lexical: float = 0.4  # the query naming the symbol as code
     span_lexical: float = 2.4  # the span's own words
     span_dense: float = 4.5  # the span's own cosine
+    # a file's header: its docstring sums up every function of the file, so it sits close to any question about
+    # one of them ("serialize a Python object to a JSON formatted string": `json/encoder.py:1-35` above `dumps`),
+    # while a question in words asks for the function. From lexicality 0.5 (an issue's) it counts in full: an
+    # issue's imports and module names do point at files
+    header: float = 0.7
 
 
 TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "conftest"})
@@ -199,7 +206,8 @@ def _spans(gene: Gene, symbols: list[SymbolRow], continued: SymbolRow | None = N
     return out
 
 
-SpanScores = dict[int, list[tuple[SymbolRow | None, int, int, float, float]]]
+# gene rowid → its spans: (symbol, first line, last line, BM25 of its lines, its name's words, is a file's header)
+SpanScores = dict[int, list[tuple[SymbolRow | None, int, int, float, float, bool]]]
 
 
 def _name_score(name: str, terms: WeighedTerms, stems: dict[str, str]) -> float:
@@ -283,6 +291,11 @@ class _FileSymbols:
             self.seen[path] = (found, _module_functions(found) if gene.language in MODULE_LANGUAGES else set())
         return self.seen[path]
 
+    def defines(self, gene: Gene) -> bool:
+        """Whether the gene's file defines a function, class or the like (a constant alone is data, not code
+        that a header would sum up)."""
+        return bool(gene.source_path) and any(s.kind != "constant" for s in self.of(gene)[0])
+
     def modules_in(self, gene: Gene, own: Sequence[SymbolRow]) -> set[str]:
         """The module functions among `own` (the gene's symbols) that run past the gene: one that fits in it is
         scored whole, as any function."""
@@ -294,7 +307,8 @@ class _FileSymbols:
 
 def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms, *,
                 asked: Collection[int] = ()) -> SpanScores:
-    """Gene rowid → its spans (symbol, first, last line) with the BM25 of each span's own lines.
+    """Gene rowid → its spans (symbol, first, last line) with the BM25 of each span's own lines, its name's
+    words, and whether it is a file's header: its lines before the first definition of a file that has some.
 
     A constant is a span of its own only where the query names it (`asked`: symbol ids, the
     definitions the query uses as code): "where is MAX_RETRIES set" points at its line, while a
@@ -319,7 +333,8 @@ def span_scores(genome: GenomeStore, genes: Sequence[Gene], terms: WeighedTerms,
             a, b = max(0, first - gene.start_line), max(0, last - gene.start_line + 1)
             # the name scores the part holding the definition line; a continuation, its own lines only
             named = _name_score(sym.name, terms, stems) if sym is not None and first == sym.start_line else 0.0
-            spans.append((sym, first, last, _bm25("\n".join(lines[a:b]).lower(), pats), named))
+            header = sym is None and first == 1 and gene.content_type == "code" and (bool(own) or files.defines(gene))
+            spans.append((sym, first, last, _bm25("\n".join(lines[a:b]).lower(), pats), named, header))
         out[gene.rowid or -1] = spans
     return out
 
@@ -371,7 +386,7 @@ def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[i
     dense = (_dense_norm(_span_cosines(own, gene_dense or {}, span_dense or {})) if weights.dense > 0
              else [0.0] * len(own))
     pointers: list[Pointer] = []
-    for (sg, (sym, first, last, lex, named)), dense_value in zip(own, dense, strict=True):
+    for (sg, (sym, first, last, lex, named, header)), dense_value in zip(own, dense, strict=True):
         gene = sg.gene
         parts = {"gene": round(weights.gene * sg.score / best_gene, 6),
                  "symbol": round(weights.symbol * lex / best_lex, 6)}
@@ -382,6 +397,8 @@ def score_pointers(ranked: Sequence[ScoredGene], spans: SpanScores, defs: dict[i
         if sym is not None and sym.id in defs:
             parts["definition"] = round(weights.definition * defs[sym.id][1], 6)
         score = sum(parts.values())
+        if header:
+            score *= weights.header
         if weights.tests != 1.0 and not tests_wanted and is_test_path(gene.source_path):
             score *= weights.tests
         if sym is not None:
@@ -433,7 +450,7 @@ def located_symbols(ranked: Sequence[ScoredGene], spans: SpanScores, locations: 
         if not lines:
             continue
         for line in lines:
-            holding = [sym for sym, _, _, _, _ in spans.get(sg.gene.rowid or -1, ())
+            holding = [sym for sym, *_ in spans.get(sg.gene.rowid or -1, ())
                        if sym is not None and sym.start_line <= line <= sym.end_line]
             if holding:
                 sym = min(holding, key=lambda s: s.end_line - s.start_line)

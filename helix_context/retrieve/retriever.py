@@ -129,7 +129,7 @@ class Retriever:
             embedder = self.embedder_part.get() if self.embedder_part is not None else None
             weights = replace(weights, dense=locate_dense(getattr(embedder, "model_key", MINILM), None))
         return weights.blended(kind.lexicality, QuestionFactors(cfg.question_lexical, cfg.question_span_lexical,
-                                                                cfg.question_span_dense))
+                                                                cfg.question_span_dense, cfg.question_header))
 
     def _code_rows(self, code_weights: dict[str, float], rowids: set[int]) -> set[int]:
         """Which of `rowids` hold code: only asked when this question weighs code differently."""

@@ -240,11 +240,11 @@ def test_the_files_a_traceback_runs_through_come_before_files_that_only_share_it
                                       + [f"/src/app/topic{i}.py" for i in range(4)], 1)}
     fused = {1: 0.41, 2: 0.54, 3: 1.0, 4: 0.27, 5: 0.27, 6: 0.27, 7: 0.27}
     ranked = [ScoredGene(genes[n], score) for n, score in sorted(fused.items(), key=lambda kv: -kv[1])]
-    spans = {1: [(rows["Record.__eq__"], 1, 9, 0.0, 0.0)], 2: [(rows["coerce"], 1, 9, 0.1, 0.0)],
-             3: [(rows["parse_input"], 1, 9, 0.6, 0.0)]}
+    spans = {1: [(rows["Record.__eq__"], 1, 9, 0.0, 0.0, False)], 2: [(rows["coerce"], 1, 9, 0.1, 0.0, False)],
+             3: [(rows["parse_input"], 1, 9, 0.6, 0.0, False)]}
     span_dense = {(3, 1): 0.6}
     for n in range(4, 8):  # two functions each, fair on meaning, no word of note
-        spans[n] = [(None, 1, 9, 0.03, 0.0), (None, 11, 19, 0.0, 0.0)]
+        spans[n] = [(None, 1, 9, 0.03, 0.0, False), (None, 11, 19, 0.0, 0.0, False)]
         span_dense |= {(n, 1): 0.57, (n, 11): 0.56}
     weights = LocateWeights(name=0.3, tests=0.3, mass=1.5, dense=1.0)  # helix.toml's, for code
     pointers = score_pointers(ranked, spans, defs, weights, span_dense=span_dense)

@@ -148,7 +148,7 @@ def _gene(rowid: int, content_type: str = "code") -> Gene:
 
 
 def _span(name: str | None, first: int, words: float) -> tuple:
-    return (SimpleNamespace(name=name) if name else None, first, first + 3, words, 0.0)
+    return (SimpleNamespace(name=name) if name else None, first, first + 3, words, 0.0, False)
 
 
 def test_spans_chosen_are_the_best_genes_and_past_them_only_the_best_worded() -> None:
