@@ -75,8 +75,15 @@ def packed_spans(genes: dict, spans: dict) -> dict:
 
 
 def load(path: Path):
+    """A record (or the stdlib's list of them); one collected before spans carried their header flag (locate.py,
+    2026-12-07) would replay the code before, so it is refused with what to do."""
     with path.open("rb") as fh:
-        return _Unpickler(fh).load()
+        found = _Unpickler(fh).load()
+    for record in found if isinstance(found, list) else [found]:
+        if any(len(span) != 6 for own in record.spans.values() for span in own):
+            raise SystemExit(f"{path} was collected by older code (its spans lack the header flag): "
+                             "collect the records again (collect / collect-stdlib)")
+    return found
 
 
 def collect(args: argparse.Namespace) -> int:
