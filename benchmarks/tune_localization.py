@@ -258,8 +258,7 @@ def rank(record: Record, weights: dict[str, float], locate_w, window: int, quest
              if r in record.genes and record.genes[r].tier != "archived"]
     wanted = tests_wanted(record)
     located = {it.gene.rowid: record.spans[it.gene.rowid] for it in items if it.gene.rowid in record.spans}
-    # as the retriever chooses (Retriever._span_cosines)
-    worded = None if s < locate_mod.SPAN_QUESTION_UNTIL and locate_w.symbol > 0 else 0
+    worded = locate_mod.worded_spans(s, locate_w)  # as the retriever chooses (Retriever._span_cosines)
     chosen = {(r, span[1]) for r, own in chosen_spans([it.gene for it in items], located, worded=worded).items()
               for span in own}
     span_dense = {k: v for k, v in (record.span_dense or {}).items() if k in chosen}

@@ -76,6 +76,15 @@ class LocateWeights:
 SPAN_QUESTION_UNTIL = 0.5  # lexicality from which a pointer's own evidence is weighed as for an issue
 
 
+def worded_spans(lexicality: float, weights: LocateWeights) -> int | None:
+    """How many spans past the best genes are embedded for their own words (span_dense.chosen_spans's `worded`):
+    its default (None) for a question in words; none for text that reads as an issue (its words are many and
+    spread over callers and tests: on the swe-dev issues those spans cost a file its first place and found no
+    function), nor where the spans' words weigh nothing (`locate_symbol` 0: the dense-only ranking the benchmarks
+    print beside the fusion)."""
+    return None if lexicality < SPAN_QUESTION_UNTIL and weights.symbol > 0 else 0
+
+
 @dataclass(frozen=True)
 class QuestionFactors:
     """What a question in plain words (lexicality 0) multiplies a pointer's evidence by (`[retrieval] question_*`)."""

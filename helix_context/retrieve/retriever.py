@@ -20,9 +20,9 @@ from helix_context.models import Gene, Pointer, QuerySignals, Retrieval, ScoredG
 from helix_context.retrieve import query as query_mod
 from helix_context.retrieve.budget import ZoneCap, pick_tier
 from helix_context.retrieve.fusion import FUSERS, blend_weights, fuse_added
-from helix_context.retrieve.locate import (MASS_WINDOW, SPAN_QUESTION_UNTIL, LocateWeights, QuestionFactors, SpanScores,
+from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, QuestionFactors, SpanScores,
                                           definition_gene_scores, file_mass, locate, span_scores, start_definitions,
-                                          wants_tests)
+                                          wants_tests, worded_spans)
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
@@ -149,16 +149,13 @@ class Retriever:
     def _span_cosines(self, vector: np.ndarray | None, items: list[ScoredGene], kind: QueryKind) -> _QuerySpans | None:
         """The spans of the best genes → their own cosines to the query (None without a vector or a model).
 
-        For a question in words, also the spans past those genes whose own words score best (span_dense.chosen_spans).
-        Not for text that reads as an issue (lexicality from SPAN_QUESTION_UNTIL, where a pointer's own evidence is
-        weighed as for an issue): its words are many and spread over callers and tests, and on the swe-dev issues
-        those spans cost a file its first place and found no function. Nor where the spans' words weigh nothing
-        (`locate_symbol` 0: the dense-only ranking the benchmarks print beside the fusion)."""
+        For a question in words, also the spans past those genes whose own words score best (span_dense.chosen_spans,
+        locate.worded_spans)."""
         embedder = self.embedder_part.get() if self.embedder_part is not None and vector is not None else None
         if embedder is None or vector is None:
             return None
-        worded = None if kind.lexicality < SPAN_QUESTION_UNTIL and self.locate_weights.symbol > 0 else 0
-        return _QuerySpans(self, embedder, vector, [it.gene for it in items], worded)
+        return _QuerySpans(self, embedder, vector, [it.gene for it in items],
+                           worded_spans(kind.lexicality, self.locate_weights))
 
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
