@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from helix_context.genome import vectors as vector_sql
@@ -34,8 +35,10 @@ class VectorModelMixin:
     _vectors: Any
     _vectors_lock: threading.Lock
     _vector_model: tuple[str, int]
+    _stale_vectors: bool | None  # whether any live gene waits for a re-embed (None: not counted since a change)
 
     def _load_vector_model(self) -> None:
+        self._stale_vectors = None
         name = vector_sql.recorded_model(self.conn) or DEFAULT_VECTOR_MODEL
         known = vector_sql.known_model_id(self.conn, name)
         # -1 matches no vector: a model this (read-only) genome has never stored
@@ -61,6 +64,7 @@ class VectorModelMixin:
         if self.readonly:
             known = vector_sql.known_model_id(self.conn, name)
             self._vector_model = (name, known if known is not None else -1)
+            self._stale_vectors = None
             return True
         with self.transaction(changes_genes=False) as tx:
             model = vector_sql.model_id(tx.conn, name)
@@ -69,6 +73,7 @@ class VectorModelMixin:
         with self._vectors_lock:
             old, self._vectors = self._vectors, None
             self._vector_model = (name, model)
+            self._stale_vectors = None
         if old is not None:
             old.close()
         if changed:
@@ -77,7 +82,19 @@ class VectorModelMixin:
 
     def stale_vector_count(self) -> int:
         """Live genes whose vector another model made (excluded from searches until re-embedded)."""
-        return vector_sql.stale_vector_count(self.conn, self.vector_model_id)
+        count = vector_sql.stale_vector_count(self.conn, self.vector_model_id)
+        self._stale_vectors = count > 0
+        return count
+
+    def has_stale_vectors(self) -> bool:
+        """Whether any live gene waits for a re-embed: counted once after a model change, then remembered until
+        the re-embed ends (forget_unused_vector_models), so a search asks at no cost (retrieve/dense_fill.py)."""
+        known = self._stale_vectors
+        return self.stale_vector_count() > 0 if known is None else known
+
+    def stale_vectors_among(self, rowids: Sequence[int]) -> list[int]:
+        """Those of `rowids` whose vector another model made, in the order given."""
+        return vector_sql.stale_among(self.conn, self.vector_model_id, rowids)
 
     def genes_with_stale_vectors(self, limit: int) -> list[Any]:
         rowids = vector_sql.stale_vector_rowids(self.conn, self.vector_model_id, limit)
@@ -85,6 +102,7 @@ class VectorModelMixin:
         return [found[r] for r in rowids if r in found]
 
     def forget_unused_vector_models(self) -> int:
-        """Retention for vector_models: drop ids no vector uses (after a re-embed finishes)."""
+        """Retention for vector_models: drop ids no vector uses (after a re-embed finishes: none is stale now)."""
+        self._stale_vectors = False
         with self.transaction(changes_genes=False) as tx:
             return int(vector_sql.drop_unused_models(tx.conn, self.vector_model_id))

@@ -91,6 +91,18 @@ def stale_vector_count(conn: sqlite3.Connection, model: int) -> int:
         "AND vector_model IS NOT ?", (model,)).fetchone()[0])
 
 
+def stale_among(conn: sqlite3.Connection, model: int, rowids: Sequence[int]) -> list[int]:
+    """Those of `rowids` (live) whose vector another model made, in the order given."""
+    ids = list(dict.fromkeys(int(r) for r in rowids))
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    found = {int(r[0]) for r in conn.execute(
+        f"SELECT id FROM genes WHERE id IN ({marks}) AND retired_at IS NULL AND embedding IS NOT NULL "
+        "AND vector_model IS NOT ?", (*ids, model))}
+    return [r for r in ids if r in found]
+
+
 def stale_vector_rowids(conn: sqlite3.Connection, model: int, limit: int) -> list[int]:
     return [int(r[0]) for r in conn.execute(
         "SELECT id FROM genes WHERE retired_at IS NULL AND embedding IS NOT NULL AND vector_model IS NOT ? "

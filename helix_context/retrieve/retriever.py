@@ -26,6 +26,7 @@ from helix_context.retrieve.locate import (MASS_WINDOW, LocateWeights, QuestionF
 from helix_context.retrieve.question import QueryKind, query_kind
 from helix_context.retrieve.scope import LEAD_WINDOW, ProjectCatalog, Scope, contains, lead_ranking
 from helix_context.retrieve.scorers import LEXICAL_SCORERS, coactivation_scorer, dense_scorer
+from helix_context.retrieve.dense_fill import stale_cosines
 from helix_context.retrieve.span_dense import DENSE_GENES, SpanVectors, chosen_spans, span_similarities
 from helix_context.retrieve.terms import WeighedTerms, weigh_terms
 from helix_context.retrieve import silence_gate
@@ -110,6 +111,7 @@ class Retriever:
                                             dense=cfg.locate_dense or 0.0)
         self.fuse = FUSERS[cfg.fusion]
         self.span_vectors = SpanVectors()  # spans embedded one by one, kept for the next questions
+        self.stale_vectors = SpanVectors()  # genes that wait for a re-embed, embedded at query time (dense_fill.py)
         self.catalog = ProjectCatalog(genome)
 
     def _weighs(self, signal: str) -> bool:
@@ -157,6 +159,17 @@ class Retriever:
         return _QuerySpans(self, embedder, vector, [it.gene for it in items],
                            worded_spans(kind.lexicality, self.locate_weights))
 
+    def _stale_cosines(self, vector: np.ndarray, lexical: dict[str, dict[int, float]]) -> dict[int, float]:
+        """The best lexical candidates that wait for a re-embed → their cosine now (empty if the model fails)."""
+        embedder = self.embedder_part.get() if self.embedder_part is not None else None
+        if embedder is None:
+            return {}
+        try:
+            return stale_cosines(self.genome, embedder, vector, lexical, self.settings.embedding, self.stale_vectors)
+        except Exception as exc:  # the model failing here costs those candidates their dense evidence, not the answer
+            log.warning("embedding candidates that wait for a re-embed failed (%s)", exc)
+            return {}
+
     def _query_vector(self, qs: QuerySignals) -> np.ndarray | None:
         """One unit vector for the query: the sum of its views' vectors (query.meaning says why)."""
         if self.embedder_part is None or not self._weighs("dense"):
@@ -202,11 +215,14 @@ class Retriever:
         t = time.perf_counter()
         vector = self._query_vector(qs)
         per_signal["dense"] = dense_scorer(self.genome, vector, pool, exact_below=cfg.ann_threshold)
-        stages["dense"] = time.perf_counter() - t
         if allowed is not None:
             per_signal = {name: _only(scores, allowed) for name, scores in per_signal.items()}
             held = contains(allowed, [d[0].gene for d in defs.values()])
             defs = {sid: d for sid, d in defs.items() if d[0].gene in held}
+        if vector is not None and self.genome.has_stale_vectors():  # a re-embed runs (retrieve/dense_fill.py)
+            per_signal["dense"].update(self._stale_cosines(
+                vector, {name: scores for name, scores in per_signal.items() if name != "dense"}))
+        stages["dense"] = time.perf_counter() - t
         return Evidence(qs, terms, per_signal, defs, vector, query_kind(qs, terms, bool(defs)))
 
     def scope(self, project: ProjectArg) -> Scope:

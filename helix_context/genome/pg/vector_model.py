@@ -8,6 +8,7 @@ configured for another model with a message that says what to do, instead of mix
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from helix_context.errors import GenomeError
@@ -49,6 +50,12 @@ class PgVectorModelMixin:
         return 0  # one model per genome: no vector is ever another model's
 
     def genes_with_stale_vectors(self, limit: int) -> list[Any]:
+        return []
+
+    def has_stale_vectors(self) -> bool:
+        return False
+
+    def stale_vectors_among(self, rowids: Sequence[int]) -> list[int]:
         return []
 
     def forget_unused_vector_models(self) -> int:

@@ -56,7 +56,10 @@ def test_postgres_and_sqlite_give_the_same_pointers(settings: Settings, pg_url: 
         for question in QUESTIONS:
             want, got = _pointers(lite, question), _pointers(team, question)
             assert got, question
-            assert got[:3] == want[:3], question  # dense scores differ by halfvec rounding: the head must agree
+            # dense scores differ by halfvec rounding (~1 %): the first must agree, and the first three may differ
+            # only by a neighbour swapped across the boundary (the README in this tree once put two within 0.04 %)
+            assert got[0] == want[0], question
+            assert set(got[:3]) <= set(want[:4]) and set(want[:3]) <= set(got[:4]), (question, got, want)
     finally:
         lite.close()
         team.close()

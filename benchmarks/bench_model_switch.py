@@ -1,0 +1,141 @@
+"""Answers while a genome re-embeds after `[embedding] model` changes (issue 23).
+
+    python benchmarks/bench_model_switch.py [--from code-minilm] [--to minilm] [--json OUT]
+
+Ingests the standard-library corpus of bench_ingest.py with the first model, then opens that genome
+with the second, as a user does after changing `[embedding] model`. The background re-embed is held
+back: the script re-embeds the genes itself, in rowid order as the job does, and at 0 %, 50 % and
+100 % of them asks the 66 questions of bench_code_retrieval.py (strict MRR@10 of the pointers) of:
+
+* Helix as shipped: the best lexical candidates that still wait get their cosine at query time
+  (retrieve/dense_fill.py);
+* the same without that, the dense search seeing the re-embedded genes alone (the code before);
+* the lexical signals only, the floor a half-done re-embed should never push an answer below;
+
+with each question's time (p50 / p95, the first pass: the fill's vectors are not yet in memory).
+"""
+
+from __future__ import annotations
+
+import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
+
+import argparse
+import os
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from _results import write_results
+from bench_code_retrieval import QUERIES, pointer_spans, single_signal_variants, strict_mrr
+from bench_ingest import corpus
+
+STEPS = (0.0, 0.5, 1.0)
+
+
+class _Fixed:
+    """An embedder source that always gives one embedder (the manager's loads on first use)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    def get(self) -> Any:
+        return self.embedder
+
+
+class _NoFill:
+    """The genome as the code before saw it: no gene waits for a re-embed, so nothing is filled in."""
+
+    def __init__(self, genome: Any) -> None:
+        self._genome = genome
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._genome, name)
+
+    def has_stale_vectors(self) -> bool:
+        return False
+
+
+def _ask(genome: Any, settings: Any, embedder: Any) -> tuple[float, list[float]]:
+    from helix_context.retrieve.retriever import Retriever
+
+    retriever = Retriever(genome, settings, embedder_part=_Fixed(embedder))
+    spans, times = [], []
+    for question, _, _ in QUERIES:
+        started = time.perf_counter()
+        spans.append(pointer_spans(retriever, question))
+        times.append((time.perf_counter() - started) * 1000)
+    return round(strict_mrr(spans), 3), times
+
+
+def _reembed_upto(genome: Any, embedder: Any, settings: Any, share: float, total: int) -> int:
+    """Re-embed the stale genes (lowest rowids first, as ingest/reembed.py does) until `share` of `total`."""
+    from helix_context.ingest.embed_text import embedding_text, embedding_tokens
+
+    done = total - genome.stale_vector_count()
+    while done < share * total:
+        genes = genome.genes_with_stale_vectors(min(64, int(share * total) - done + 1))
+        if not genes:
+            break
+        vectors = embedder.embed([embedding_text(g) for g in genes],
+                                 [embedding_tokens(g, settings.embedding) for g in genes])
+        genome.set_embeddings([(g.rowid, v) for g, v in zip(genes, vectors, strict=True)])
+        done += len(genes)
+    if done >= total:
+        genome.forget_unused_vector_models()  # what the job does at its end
+    return done
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="old", default="code-minilm", help="the model the genome was built with")
+    parser.add_argument("--to", dest="new", default="minilm", help="the model it is opened with")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HELIX_HOME"] = tmp
+        from helix_context.config import load_config
+        from helix_context.ingest.embed import Embedder
+        from helix_context.manager import HelixContextManager, open_genome
+
+        base = load_config()
+        built = HelixContextManager(base.replace(embedding={"model": args.old}))
+        if built.embedder is None:
+            raise SystemExit(f"embeddings unavailable: {built.embedder_part.detail}")
+        built.ingest_path(corpus())
+        built.close()
+
+        settings = base.replace(embedding={"model": args.new})
+        cfg = settings.embedding
+        embedder = Embedder.load(model=cfg.model, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
+                                 batch_size=cfg.batch_size)
+        genome = open_genome(settings)
+        genome.use_vector_model(embedder.model_name)  # what start_reembed does first; the job itself is held
+        total = genome.stale_vector_count()
+        lexical = single_signal_variants(settings)["helix_lexical_only"]
+        results: dict[str, Any] = {"from": args.old, "to": embedder.model_name, "genes": total, "steps": []}
+        print(f"genome of {total} genes built with {args.old}, opened with {embedder.model_name}")
+        print(f"{'re-embedded':>12}  {'Helix':>6}  {'no fill':>7}  {'lexical':>7}   "
+              f"{'ms p50 / p95 (Helix, no fill)':>30}")
+        for share in STEPS:
+            done = _reembed_upto(genome, embedder, settings, share, total)
+            helix, t_fill = _ask(genome, settings, embedder)
+            before, t_plain = _ask(_NoFill(genome), settings, embedder)
+            floor, _ = _ask(genome, lexical, embedder)
+            row = {"reembedded": done, "share": round(done / max(1, total), 3), "helix": helix, "no_fill": before,
+                   "lexical_only": floor, "ms_p50": round(float(np.percentile(t_fill, 50)), 1),
+                   "ms_p95": round(float(np.percentile(t_fill, 95)), 1),
+                   "no_fill_ms_p50": round(float(np.percentile(t_plain, 50)), 1),
+                   "no_fill_ms_p95": round(float(np.percentile(t_plain, 95)), 1)}
+            results["steps"].append(row)
+            print(f"{row['share']:>11.0%}  {helix:>6.3f}  {before:>7.3f}  {floor:>7.3f}   "
+                  f"{row['ms_p50']:>8} / {row['ms_p95']:<6} {row['no_fill_ms_p50']:>6} / {row['no_fill_ms_p95']}")
+        genome.close()
+        embedder.close()
+    write_results(args.json, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
