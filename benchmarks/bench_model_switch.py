@@ -13,6 +13,13 @@ back: the script re-embeds the genes itself, in rowid order as the job does, and
 * the lexical signals only, the floor a half-done re-embed should never push an answer below;
 
 with each question's time (p50 / p95, the first pass: the fill's vectors are not yet in memory).
+
+    python benchmarks/bench_model_switch.py --latency-on DIR [--to code-minilm]
+
+instead times questions during a real background re-embed of a bigger genome: DIR is a genome kept by
+`bench_scale.py --keep DIR` (e.g. `--sizes 100000 --copy-vectors`), copied and opened with the other model
+by the manager, as a restarted backend does; one question every 0.5 s until the job is done, then 30 more
+(the baseline: the same questions once it is done). Prints p50 / p95 / max of both.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import _checkout  # noqa: F401  (this checkout's helix_context, not an installed one)
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -87,14 +95,59 @@ def _reembed_upto(genome: Any, embedder: Any, settings: Any, share: float, total
     return done
 
 
+LATENCY_QUESTIONS = ["parse a date string into a datetime", "read a configuration file", "retry a request after a timeout",
+                     "convert a dataframe to json", "compute the hash of a file", "start a thread pool",
+                     "validate an email address", "render a template with variables",
+                     "open a connection to the database", "split a path into parts"]
+
+
+def latency_during_reembed(kept: str, model: str) -> dict[str, Any]:
+    """Question times while the manager's own background job re-embeds a copy of the genome in `kept`."""
+    import shutil
+    from pathlib import Path
+
+    from helix_context.config import load_config
+    from helix_context.manager import HelixContextManager
+
+    for f in Path(kept).glob("genome.db*"):
+        shutil.copy(f, Path(os.environ["HELIX_HOME"]) / f.name)
+    helix = HelixContextManager(load_config().replace(embedding={"model": model}))
+    if helix.embedder is None or helix.reembed is None:
+        raise SystemExit(f"embeddings unavailable: {helix.embedder_part.detail}")
+    times: dict[str, list[float]] = {"running": [], "done": []}
+    started, i = time.monotonic(), 0
+    while len(times["done"]) < 30:
+        state = "running" if helix.reembed.progress()["state"] == "running" else "done"
+        began = time.perf_counter()
+        helix.retriever.retrieve(LATENCY_QUESTIONS[i % len(LATENCY_QUESTIONS)])
+        times[state].append((time.perf_counter() - began) * 1000)
+        i += 1
+        time.sleep(0.5)
+    progress = helix.reembed.progress()
+    helix.close()
+    out: dict[str, Any] = {"genes": progress["total"], "reembed_s": round(time.monotonic() - started, 1)}
+    for state, ms in times.items():
+        if ms:
+            out[state] = {"questions": len(ms), "p50": round(float(np.percentile(ms, 50)), 1),
+                          "p95": round(float(np.percentile(ms, 95)), 1), "max": round(max(ms), 1)}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="old", default="code-minilm", help="the model the genome was built with")
     parser.add_argument("--to", dest="new", default="minilm", help="the model it is opened with")
+    parser.add_argument("--latency-on", metavar="DIR", help="a genome kept by bench_scale.py: time questions "
+                        "during its background re-embed instead")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HELIX_HOME"] = tmp
+        if args.latency_on:
+            results = latency_during_reembed(args.latency_on, args.new)
+            print(json.dumps(results, indent=2))
+            write_results(args.json, results)
+            return 0
         from helix_context.config import load_config
         from helix_context.ingest.embed import Embedder
         from helix_context.manager import HelixContextManager, open_genome

@@ -19,8 +19,9 @@ benchmarks/bench_ann.py measured it against hnswlib (float32 only: 4x the memory
   1M genes that the OS pages in as searches touch them and may drop again, instead of process
   memory that stays. Changes since the file was written go to a small in-memory graph (the
   delta) and a set of file keys that left or changed; searches ask both. When the delta holds
-  `MERGE_AT` changes, at server start, and on close, it is folded into the file (loaded
-  whole for that moment, written to a temp file, os.replace, mapped again).
+  `MERGE_AT` changes it is folded into the file in a thread of its own, beside the queries (a
+  copy of the graph loaded whole for that moment, written to a temp file, os.replace, mapped
+  again; only that swap holds the lock); at server start and on close, in the caller's thread.
 - Retention: a removed key leaves a tombstone in the graph; once removals since the last build
   pass `COMPACT_AFTER` and half the live count, the next load (server start) rebuilds it compact.
 """
@@ -137,6 +138,7 @@ class VectorIndex:
         self._removed = 0  # tombstones in the file's graph (removals since it was built)
         self.rebuilds = 0  # times built from the genes table (tests and /health read it)
         self.merges = 0  # times the delta was folded into the file
+        self._merging: threading.Thread | None = None  # a fold into the file running beside the queries
 
     # ── loading ──
 
@@ -242,8 +244,10 @@ class VectorIndex:
 
     # ── keeping in step ──
 
-    def sync(self, *, batch: int | None = None, conn: sqlite3.Connection | None = None) -> None:
-        """Replay the change log after what this index holds (at most `batch`, default SYNC_BATCH, entries)."""
+    def sync(self, *, batch: int | None = None, conn: sqlite3.Connection | None = None, merge: bool = True) -> None:
+        """Replay the change log after what this index holds (at most `batch`, default SYNC_BATCH, entries);
+        past MERGE_AT changes held, start folding them into the file beside the queries (unless `merge` is False:
+        the caller folds them itself)."""
         batch = SYNC_BATCH if batch is None else batch
         with self._lock:
             if self._delta is None:
@@ -266,8 +270,8 @@ class VectorIndex:
                 self._delta.add(live_ids.astype(np.uint64), _as_float(codes))
                 self._delta_keys.update(live_ids.tolist())
             self._seq = seq
-            if len(self._delta_keys) + len(self._gone) >= MERGE_AT:
-                self._merge(conn)
+            if merge and len(self._delta_keys) + len(self._gone) >= MERGE_AT:
+                self._merge_beside()
 
     def _merge(self, conn: sqlite3.Connection) -> None:
         """Fold the delta and the keys gone into the graph file (loaded whole for the moment it takes)."""
@@ -295,6 +299,62 @@ class VectorIndex:
         log.info("dense index %s: %d changes merged in %.1f s", self.path, len(gone) + len(ids),
                  time.perf_counter() - started)
 
+    def _merge_beside(self) -> None:
+        """Fold the delta into the file in a thread of its own (lock held by the caller).
+
+        Why: adding the held vectors to a copy of the graph takes seconds (50k changes: 7.6 s at 100k genes,
+        docs/performance.md, "A model change"), and under the lock every query waited for it. Beside the queries,
+        they go on searching the file and the delta; only installing the new file takes the lock. An index that
+        lives in memory (its file could not be written) is folded in place, as before.
+        """
+        if self._merging is not None:
+            return
+        if not self._mapped or self._base is None:
+            self._merge(self._connect())
+            return
+        snapshot = (self._seq, sorted(self._delta_keys), sorted(self._gone), len(self._base), self._saved_seq)
+        self._merging = threading.Thread(target=self._fold, args=snapshot, name="helix-ann-merge", daemon=True)
+        self._merging.start()
+
+    def _fold(self, seq: int, keys: list[int], gone: list[int], count: int, saved: int) -> None:
+        """The background half of `_merge_beside`: build from the file as of `seq`, then install unless overtaken."""
+        started = time.perf_counter()
+        conn = scan_connection(self.genome_path)
+        try:
+            full = _usearch_index_class().restore(str(self.path), view=False)
+            if full is None or len(full) != count:  # the file changed meanwhile (another process): next time
+                return
+            full.expansion_search = EXPANSION_SEARCH
+            drop = [k for k in gone if k in full]
+            if drop:
+                full.remove(np.asarray(drop, dtype=np.uint64))
+            ids, codes = vectors.live_vectors_of(conn, keys, self.model)  # the genome's current codes
+            if len(ids):
+                full.add(ids.astype(np.uint64), _as_float(codes))
+            with self._lock:
+                if self._delta is None or self._saved_seq != saved:  # closed, reloaded or saved meanwhile
+                    return
+                self._removed += len(drop)
+                self._install(full, seq)
+                # what changed after the snapshot was applied to the delta being dropped: the next sync replays it
+                self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
+                self._seq = seq
+                self.merges += 1
+            log.info("dense index %s: %d changes merged in %.1f s, beside the queries", self.path,
+                     len(drop) + len(ids), time.perf_counter() - started)
+        except Exception as exc:  # the delta stays in memory and the change log keeps it: nothing is lost
+            log.warning("dense index %s: merge failed (%s); the changes stay in memory", self.path, exc)
+        finally:
+            conn.close()
+            with self._lock:
+                self._merging = None
+
+    def wait_for_merge(self, timeout: float | None = None) -> None:
+        """Until a fold running beside the queries is done (close, tests)."""
+        thread = self._merging
+        if thread is not None:
+            thread.join(timeout)
+
     def warm(self) -> None:
         """Load the index, replay every pending change and fold it into the file (server start)."""
         with self._lock:
@@ -309,7 +369,7 @@ class VectorIndex:
             try:
                 while True:
                     before = self._seq
-                    self.sync(conn=scan)
+                    self.sync(conn=scan, merge=False)  # folded once below, in this thread
                     if self._seq == before:
                         break
                 self._merge(scan)
@@ -404,10 +464,11 @@ class VectorIndex:
             self._lock.release()
 
     def close(self) -> None:
+        self.wait_for_merge()
         with self._lock:
             try:
                 if self._delta is not None:
-                    self.sync()  # the file then holds everything: the next start replays nothing
+                    self.sync(merge=False)  # the file then holds everything: the next start replays nothing
                     self.save()
             except sqlite3.Error as exc:
                 log.warning("dense index %s: change log not trimmed (%s)", self.path, exc)

@@ -239,8 +239,8 @@ def test_a_start_after_a_big_ingest_builds_afresh_instead_of_replaying(tmp_path:
     g.close()
 
 
-def test_the_graph_file_is_mapped_and_changes_are_folded_into_it(tmp_path: Path, monkeypatch) -> None:
-    """The saved graph is read through a map of its file; what changes since waits in memory until MERGE_AT."""
+def _warm_index_of_300(tmp_path: Path, monkeypatch) -> tuple[Genome, object, np.ndarray]:
+    """A genome of 300 vectors (of 400 made) whose index file holds them all, with MERGE_AT at 50."""
     from helix_context.genome import ann
 
     monkeypatch.setattr(ann, "MERGE_AT", 50)
@@ -249,15 +249,59 @@ def test_the_graph_file_is_mapped_and_changes_are_folded_into_it(tmp_path: Path,
     fill(g, vecs[:300])
     index = g.vector_index()
     index.warm()
+    return g, index, vecs
+
+
+def test_the_graph_file_is_mapped_and_changes_are_folded_into_it(tmp_path: Path, monkeypatch) -> None:
+    """The saved graph is read through a map of its file; what changes since waits in memory until MERGE_AT."""
+    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
     assert index.describe(100)["file_mapped"] and index.describe(100)["in_memory_changes"] == 0
     fill(g, vecs[300:340], first=300)  # 40 new: held in memory, found at once
     assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
     assert index.describe(100)["in_memory_changes"] == 40 and index.merges == 0
     g.retire_source("f0.py")  # 100 of the file's keys leave: past MERGE_AT, folded into the file
-    assert len(index) == 240 and index.merges == 1 and index.describe(100)["in_memory_changes"] == 0
+    assert len(index) == 240
+    index.wait_for_merge(30)  # the fold runs beside the queries
+    assert index.merges == 1 and index.describe(100)["in_memory_changes"] == 0
     assert rowid_of(g, 10) not in set(index.search(vecs[10], 50).rowids.tolist())
     assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
     g.close()
     g = Genome(tmp_path / "g.db")  # the file alone now holds all of it
     assert len(g.vector_index()) == 240 and g.vector_index().rebuilds == 0
+    g.close()
+
+
+def test_a_search_does_not_wait_for_the_fold_into_the_file(tmp_path: Path, monkeypatch) -> None:
+    """Past MERGE_AT the changes are folded into the graph file in a thread of their own: a search meanwhile answers
+    from the file and the delta instead of waiting (adding 50k vectors took 7.6 s at 100k genes, under the lock)."""
+    import threading
+
+    from helix_context.genome import ann
+
+    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
+    entered, release = threading.Event(), threading.Event()
+    real = vectors.live_vectors_of
+
+    def held(conn, rowids, model):  # the fold, and only the fold, waits here until released
+        if threading.current_thread().name == "helix-ann-merge":
+            entered.set()
+            release.wait(30)
+        return real(conn, rowids, model)
+
+    monkeypatch.setattr(ann.vectors, "live_vectors_of", held)
+    try:
+        fill(g, vecs[300:360], first=300)  # 60 new vectors: past MERGE_AT, the next search starts the fold
+        assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
+        assert entered.wait(10), "no fold started beside the search"
+        assert index.search(vecs[350], 1).rowids[0] == rowid_of(g, 350)  # answered while the fold is held
+        assert index.merges == 0 and index.describe(100)["in_memory_changes"] == 60
+    finally:
+        release.set()
+    index.wait_for_merge(30)
+    assert index.merges == 1 and index.describe(100)["in_memory_changes"] == 0
+    assert index.search(vecs[350], 1).rowids[0] == rowid_of(g, 350)
+    assert len(index) == 360
+    g.close()
+    g = Genome(tmp_path / "g.db")  # the file holds it all
+    assert len(g.vector_index()) == 360 and g.vector_index().rebuilds == 0
     g.close()
