@@ -111,6 +111,13 @@ def _prefetch(path: Path) -> None:
         os.close(fd)
 
 
+def _behind_the_log(conn: sqlite3.Connection, seq: int, first: int | None) -> bool:
+    """Whether changes after `seq` were trimmed from the log (by a process whose file holds them)."""
+    if first is not None:
+        return first > seq + 1
+    return vectors.last_change(conn) > seq  # an empty log: trimmed up to its newest entry
+
+
 def _as_float(codes: np.ndarray) -> np.ndarray:
     # usearch quantises floats to int8 as round(x * 127): hand it the codes scaled to [-1, 1]
     return codes.astype(np.float32) / 127.0
@@ -146,8 +153,8 @@ class VectorIndex:
         conn = self._connect()
         index, seq, removed = (None, 0, 0) if rebuild else self._read_file()
         first = vectors.first_change(conn)
-        if index is not None and first is not None and first > seq + 1:
-            log.warning("dense index %s is older than the change log kept (%d < %d): rebuilding", self.path, seq, first)
+        if index is not None and _behind_the_log(conn, seq, first):
+            log.warning("dense index %s is older than the change log kept (%d < %s): rebuilding", self.path, seq, first)
             index = None
         if index is not None and removed > max(COMPACT_AFTER, len(index) // 2):
             log.info("dense index %s: %d removals since it was built: rebuilding it compact", self.path, removed)
@@ -253,8 +260,7 @@ class VectorIndex:
             if self._delta is None:
                 self._load()
             conn = conn or self._connect()
-            first = vectors.first_change(conn)
-            if first is not None and first > self._seq + 1:
+            if _behind_the_log(conn, self._seq, vectors.first_change(conn)):
                 self._load()  # another process trimmed past us: its saved file is newer
             seq, rowids = vectors.changes_after(conn, self._seq, batch)
             if not rowids:
@@ -321,8 +327,12 @@ class VectorIndex:
         started = time.perf_counter()
         conn = scan_connection(self.genome_path)
         try:
+            stamp = self._file_stamp()
             full = _usearch_index_class().restore(str(self.path), view=False)
-            if full is None or len(full) != count:  # the file changed meanwhile (another process): next time
+            if full is None or len(full) != count:  # another process replaced the file: start from its file
+                with self._lock:
+                    if self._delta is not None and self._saved_seq == saved:
+                        self._load()
                 return
             full.expansion_search = EXPANSION_SEARCH
             drop = [k for k in gone if k in full]
@@ -333,6 +343,9 @@ class VectorIndex:
                 full.add(ids.astype(np.uint64), _as_float(codes))
             with self._lock:
                 if self._delta is None or self._saved_seq != saved:  # closed, reloaded or saved meanwhile
+                    return
+                if self._file_stamp() != stamp:  # another process wrote a newer file meanwhile: never overwrite it
+                    self._load()
                     return
                 self._removed += len(drop)
                 self._install(full, seq)
@@ -348,6 +361,13 @@ class VectorIndex:
             conn.close()
             with self._lock:
                 self._merging = None
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
 
     def wait_for_merge(self, timeout: float | None = None) -> None:
         """Until a fold running beside the queries is done (close, tests)."""

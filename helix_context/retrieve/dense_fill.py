@@ -16,6 +16,7 @@ written: the re-embed stays the genome's one writer of vectors.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from helix_context.config import EmbeddingSettings
@@ -24,6 +25,7 @@ from helix_context.ingest.embed_text import embedding_text, embedding_tokens
 from helix_context.retrieve.span_dense import SpanEmbedder, SpanVectors, model_key
 
 FILL_GENES = 64  # lexical candidates at most whose cosine is computed at query time, best first
+WHOLE = -1  # a memory key's line fields for a whole gene (a span's are its first and last line, never -1)
 
 
 def lexical_leaders(per_signal: Mapping[str, Mapping[int, float]], limit: int) -> list[int]:
@@ -52,7 +54,7 @@ def stale_cosines(genome: GenomeStore, embedder: SpanEmbedder, vector: np.ndarra
     found: dict[int, np.ndarray] = {}
     missing: list[int] = []
     for rowid in (r for r in stale if r in genes):
-        vec = memory.get((key, genes[rowid].gene_id, -1, -1))
+        vec = memory.get((key, genes[rowid].gene_id, WHOLE, WHOLE))
         if vec is None:
             missing.append(rowid)
         else:
@@ -62,7 +64,7 @@ def stale_cosines(genome: GenomeStore, embedder: SpanEmbedder, vector: np.ndarra
         matrix = np.asarray(embedder.embed([embedding_text(g) for g in chosen],
                                            [embedding_tokens(g, settings) for g in chosen]), dtype=np.float32)
         for gene, vec in zip(chosen, matrix, strict=True):
-            memory.put((key, gene.gene_id, -1, -1), vec)
+            memory.put((key, gene.gene_id, WHOLE, WHOLE), vec)
             found[gene.rowid or -1] = vec
     query = np.asarray(vector, dtype=np.float32).reshape(-1)
     return {rowid: float(vec @ query) for rowid, vec in found.items()}

@@ -271,24 +271,30 @@ def test_the_graph_file_is_mapped_and_changes_are_folded_into_it(tmp_path: Path,
     g.close()
 
 
-def test_a_search_does_not_wait_for_the_fold_into_the_file(tmp_path: Path, monkeypatch) -> None:
-    """Past MERGE_AT the changes are folded into the graph file in a thread of their own: a search meanwhile answers
-    from the file and the delta instead of waiting (adding 50k vectors took 7.6 s at 100k genes, under the lock)."""
+def _hold_the_fold(monkeypatch):
+    """(entered, release): the fold into the file, and only the fold, waits once it has read the file until released."""
     import threading
 
     from helix_context.genome import ann
 
-    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
     entered, release = threading.Event(), threading.Event()
     real = vectors.live_vectors_of
 
-    def held(conn, rowids, model):  # the fold, and only the fold, waits here until released
+    def held(conn, rowids, model):
         if threading.current_thread().name == "helix-ann-merge":
             entered.set()
             release.wait(30)
         return real(conn, rowids, model)
 
     monkeypatch.setattr(ann.vectors, "live_vectors_of", held)
+    return entered, release
+
+
+def test_a_search_does_not_wait_for_the_fold_into_the_file(tmp_path: Path, monkeypatch) -> None:
+    """Past MERGE_AT the changes are folded into the graph file in a thread of their own: a search meanwhile answers
+    from the file and the delta instead of waiting (adding 50k vectors took 7.6 s at 100k genes, under the lock)."""
+    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
+    entered, release = _hold_the_fold(monkeypatch)
     try:
         fill(g, vecs[300:360], first=300)  # 60 new vectors: past MERGE_AT, the next search starts the fold
         assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
@@ -304,4 +310,26 @@ def test_a_search_does_not_wait_for_the_fold_into_the_file(tmp_path: Path, monke
     g.close()
     g = Genome(tmp_path / "g.db")  # the file holds it all
     assert len(g.vector_index()) == 360 and g.vector_index().rebuilds == 0
+    g.close()
+
+
+def test_a_fold_overtaken_by_another_process_starts_from_that_process_file(tmp_path: Path, monkeypatch) -> None:
+    """Another process (a CLI ingest that closes its genome) may write the graph file while a fold works from the
+    old one: the fold then installs nothing and the index loads the other process's file, losing no vector."""
+    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
+    entered, release = _hold_the_fold(monkeypatch)
+    try:
+        fill(g, vecs[300:360], first=300)  # f3.py: 60 new vectors
+        index.search(vecs[320], 1)  # starts the fold, held once it has read the file
+        assert entered.wait(10)
+        other = Genome(tmp_path / "g.db")  # another process: f3.py now holds 40 others; it folds all into the file
+        fill(other, vecs[360:400], first=360)
+        other.vector_index().warm()
+        other.close()
+    finally:
+        release.set()
+    index.wait_for_merge(30)
+    assert len(index) == 340 and index.merges == 0
+    for i in (10, 290, 360, 399):
+        assert index.search(vecs[i], 1).rowids[0] == rowid_of(g, i)
     g.close()
