@@ -31,6 +31,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -42,33 +44,21 @@ from bench_ingest import corpus
 STEPS = (0.0, 0.5, 1.0)
 
 
-class _Fixed:
-    """An embedder source that always gives one embedder (the manager's loads on first use)."""
-
-    def __init__(self, embedder: Any) -> None:
-        self.embedder = embedder
-
-    def get(self) -> Any:
-        return self.embedder
-
-
-class _NoFill:
-    """The genome as the code before saw it: no gene waits for a re-embed, so nothing is filled in."""
-
-    def __init__(self, genome: Any) -> None:
-        self._genome = genome
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._genome, name)
-
-    def has_stale_vectors(self) -> bool:
-        return False
+@contextmanager
+def _code_before(genome: Any) -> Iterator[Any]:
+    """The genome as the code before saw it: no gene counted as waiting for a re-embed, so nothing is filled in."""
+    genome.has_stale_vectors = lambda: False
+    try:
+        yield genome
+    finally:
+        del genome.has_stale_vectors
 
 
 def _ask(genome: Any, settings: Any, embedder: Any) -> tuple[float, list[float]]:
+    from helix_context.manager import Part
     from helix_context.retrieve.retriever import Retriever
 
-    retriever = Retriever(genome, settings, embedder_part=_Fixed(embedder))
+    retriever = Retriever(genome, settings, embedder_part=Part("embeddings", lambda: (embedder, "active", "")))
     spans, times = [], []
     for question, _, _ in QUERIES:
         started = time.perf_counter()
@@ -174,7 +164,8 @@ def main() -> int:
         for share in STEPS:
             done = _reembed_upto(genome, embedder, settings, share, total)
             helix, t_fill = _ask(genome, settings, embedder)
-            before, t_plain = _ask(_NoFill(genome), settings, embedder)
+            with _code_before(genome):
+                before, t_plain = _ask(genome, settings, embedder)
             floor, _ = _ask(genome, lexical, embedder)
             row = {"reembedded": done, "share": round(done / max(1, total), 3), "helix": helix, "no_fill": before,
                    "lexical_only": floor, "ms_p50": round(float(np.percentile(t_fill, 50)), 1),

@@ -34,7 +34,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,25 +285,38 @@ class VectorIndex:
             return
         started = time.perf_counter()
         if self._mapped:
-            full = _usearch_index_class().restore(str(self.path), view=False)
-            if full is None or len(full) != len(self._base):  # replaced by another process: start from it
+            full = self._file_copy(len(self._base))
+            if full is None:  # replaced by another process: start from it
                 self._load()
                 return
-            full.expansion_search = EXPANSION_SEARCH
         else:
             full = self._base if self._base is not None else _new_index()
-        gone = [k for k in self._gone if k in full]
-        if gone:
-            full.remove(np.asarray(gone, dtype=np.uint64))
-            self._removed += len(gone)
-        ids, codes = vectors.live_vectors_of(conn, sorted(self._delta_keys), self.model)  # the genome's current codes
-        if len(ids):
-            full.add(ids.astype(np.uint64), _as_float(codes))
+        removed, added = self._fold_into(full, conn, sorted(self._delta_keys), self._gone)
+        self._removed += removed
         self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
         self._install(full, self._seq)
         self.merges += 1
-        log.info("dense index %s: %d changes merged in %.1f s", self.path, len(gone) + len(ids),
+        log.info("dense index %s: %d changes merged in %.1f s", self.path, removed + added,
                  time.perf_counter() - started)
+
+    def _file_copy(self, count: int) -> Any:
+        """The graph file loaded whole (not mapped), or None when it no longer holds `count` vectors."""
+        full = _usearch_index_class().restore(str(self.path), view=False)
+        if full is None or len(full) != count:
+            return None
+        full.expansion_search = EXPANSION_SEARCH
+        return full
+
+    def _fold_into(self, full: Any, conn: sqlite3.Connection, keys: list[int],
+                   gone: Iterable[int]) -> tuple[int, int]:
+        """Remove `gone` from `full` and add the genome's current codes of `keys`: (removed, added)."""
+        drop = [k for k in gone if k in full]
+        if drop:
+            full.remove(np.asarray(drop, dtype=np.uint64))
+        ids, codes = vectors.live_vectors_of(conn, keys, self.model)
+        if len(ids):
+            full.add(ids.astype(np.uint64), _as_float(codes))
+        return len(drop), len(ids)
 
     def _merge_beside(self) -> None:
         """Fold the delta into the file in a thread of its own (lock held by the caller).
@@ -328,33 +341,27 @@ class VectorIndex:
         conn = scan_connection(self.genome_path)
         try:
             stamp = self._file_stamp()
-            full = _usearch_index_class().restore(str(self.path), view=False)
-            if full is None or len(full) != count:  # another process replaced the file: start from its file
+            full = self._file_copy(count)
+            if full is None:  # another process replaced the file: start from its file
                 with self._lock:
                     if self._delta is not None and self._saved_seq == saved:
                         self._load()
                 return
-            full.expansion_search = EXPANSION_SEARCH
-            drop = [k for k in gone if k in full]
-            if drop:
-                full.remove(np.asarray(drop, dtype=np.uint64))
-            ids, codes = vectors.live_vectors_of(conn, keys, self.model)  # the genome's current codes
-            if len(ids):
-                full.add(ids.astype(np.uint64), _as_float(codes))
+            removed, added = self._fold_into(full, conn, keys, gone)
             with self._lock:
                 if self._delta is None or self._saved_seq != saved:  # closed, reloaded or saved meanwhile
                     return
                 if self._file_stamp() != stamp:  # another process wrote a newer file meanwhile: never overwrite it
                     self._load()
                     return
-                self._removed += len(drop)
+                self._removed += removed
                 self._install(full, seq)
                 # what changed after the snapshot was applied to the delta being dropped: the next sync replays it
                 self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
                 self._seq = seq
                 self.merges += 1
             log.info("dense index %s: %d changes merged in %.1f s, beside the queries", self.path,
-                     len(drop) + len(ids), time.perf_counter() - started)
+                     removed + added, time.perf_counter() - started)
         except Exception as exc:  # the delta stays in memory and the change log keeps it: nothing is lost
             log.warning("dense index %s: merge failed (%s); the changes stay in memory", self.path, exc)
         finally:

@@ -41,11 +41,8 @@ def lexical_leaders(per_signal: Mapping[str, Mapping[int, float]], limit: int) -
 def stale_cosines(genome: GenomeStore, embedder: SpanEmbedder, vector: np.ndarray,
                   lexical: Mapping[str, Mapping[int, float]], settings: EmbeddingSettings,
                   memory: SpanVectors, *, limit: int = FILL_GENES) -> dict[int, float]:
-    """Rowid → cosine to the query of the best lexical candidates whose stored vector another model made.
-
-    Empty when no gene waits for a re-embed (the usual case: one cached check)."""
-    if not genome.has_stale_vectors():
-        return {}
+    """Rowid → cosine to the query of the best lexical candidates whose stored vector another model made
+    (asked only while a gene waits for a re-embed: `genome.has_stale_vectors()`, the retriever's check)."""
     stale = genome.stale_vectors_among(lexical_leaders(lexical, limit))
     if not stale:
         return {}

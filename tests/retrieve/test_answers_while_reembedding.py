@@ -23,36 +23,17 @@ from helix_context.config import Settings
 from helix_context.genome.store import Genome
 from helix_context.ingest.embed import Embedder
 from helix_context.ingest.embed_text import embedding_text, embedding_tokens
+from helix_context.manager import Part
 from helix_context.models import Gene
 from helix_context.retrieve.retriever import Retriever
 
 QUESTION = "rotate log files when they reach a certain size"
 
 
-class _Fixed:
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-
-    def get(self) -> Embedder:
-        return self.embedder
-
-
-class _CodeBefore:
-    """The genome as the code before saw it: no gene counted as waiting for a re-embed."""
-
-    def __init__(self, genome: Genome) -> None:
-        self._genome = genome
-
-    def __getattr__(self, name: str):
-        return getattr(self._genome, name)
-
-    def has_stale_vectors(self) -> bool:
-        return False
-
-
-def _rank(genome, settings: Settings, embedder: Embedder, rowid: int) -> int | None:
+def _rank(genome: Genome, settings: Settings, embedder: Embedder, rowid: int) -> int | None:
     """Where the gene `rowid` stands among the genes /context would deliver (None: not in the first ten)."""
-    found = Retriever(genome, settings, embedder_part=_Fixed(embedder)).retrieve(QUESTION, max_genes=10, gate=False)
+    part = Part("embeddings", lambda: (embedder, "active", ""))
+    found = Retriever(genome, settings, embedder_part=part).retrieve(QUESTION, max_genes=10, gate=False)
     return next((i for i, item in enumerate(found.items, 1) if item.gene.rowid == rowid), None)
 
 
@@ -67,7 +48,7 @@ def code_model() -> Embedder:
 
 
 def test_a_gene_the_reembed_has_not_reached_still_answers(tmp_path: Path, settings: Settings,
-                                                         code_model: Embedder) -> None:
+                                                         code_model: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "src" / "logging"
     shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / "logging", root,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -88,7 +69,9 @@ def test_a_gene_the_reembed_has_not_reached_still_answers(tmp_path: Path, settin
         assert genome.has_stale_vectors()
 
         during = _rank(genome, settings, code_model, answer.rowid)
-        assert _rank(_CodeBefore(genome), settings, code_model, answer.rowid) is None  # what the code before gave
+        with monkeypatch.context() as before:  # the code before: no gene counted as waiting for a re-embed
+            before.setattr(genome, "has_stale_vectors", lambda: False)
+            assert _rank(genome, settings, code_model, answer.rowid) is None
 
         _embed(genome, code_model, [answer], settings)
         genome.forget_unused_vector_models()  # what the job does at its end
