@@ -152,6 +152,21 @@ class HelixContextManager:
             return embedder, "fallback", f"{embedder.model_name}: {embedder.fallback}"
         return embedder, "active", embedder.model_name
 
+    def resume_reembed(self) -> bool:
+        """Re-embed vectors of another model that came in while this process runs; True when a job started.
+
+        Why: `helix import` of a genome another model embedded may run in its own process while the server
+        has the genome open; its genes search without vectors until re-embedded, and the job that ran at
+        start-up has ended. The server's housekeeping calls this (server/factory.py); cheap when nothing came."""
+        job = self.reembed
+        if job is None or job.running or not self.embedder_part.loaded:
+            return False
+        embedder = self.embedder_part.get()
+        if embedder is None or not self.genome.has_stale_vectors():
+            return False
+        self.reembed = Reembedder(self.genome, embedder, self.settings.embedding)
+        return self.reembed.start()
+
     def _new_tagger(self) -> Tagger:
         from helix_context.ingest.tag import Tagger
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from helix_context.genome import activity_sql
+from helix_context.genome import activity_sql, vectors
 from helix_context.genome.retention import cap_sessions
 from helix_context.genome.store import Genome
 from helix_context.genome.stored_form import pack_text, unpack_text
@@ -285,6 +285,7 @@ def import_writes(genome: Genome, *, write: bool) -> Iterator[SqliteImportWrites
         return
     with genome.transaction() as tx:
         yield SqliteImportWrites(tx)
+        vectors.mark_import(tx.conn)  # a vector of another model may have come in: an open server re-embeds it
 
 
 def write_symbol(tx: Any, gene: int, row: dict[str, Any]) -> bool:

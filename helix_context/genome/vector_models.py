@@ -36,9 +36,11 @@ class VectorModelMixin:
     _vectors_lock: threading.Lock
     _vector_model: tuple[str, int]
     _stale_vectors: bool | None  # whether any live gene waits for a re-embed (None: not counted since a change)
+    _import_mark: str | None  # the genome's import count when the stale vectors were last counted
 
     def _load_vector_model(self) -> None:
         self._stale_vectors = None
+        self._import_mark = vector_sql.import_mark(self.conn)
         name = vector_sql.recorded_model(self.conn) or DEFAULT_VECTOR_MODEL
         known = vector_sql.known_model_id(self.conn, name)
         # -1 matches no vector: a model this (read-only) genome has never stored
@@ -82,14 +84,20 @@ class VectorModelMixin:
 
     def stale_vector_count(self) -> int:
         """Live genes whose vector another model made (excluded from searches until re-embedded)."""
+        mark = vector_sql.import_mark(self.conn)
         count = vector_sql.stale_vector_count(self.conn, self.vector_model_id)
-        self._stale_vectors = count > 0
+        self._stale_vectors, self._import_mark = count > 0, mark
         return count
 
     def has_stale_vectors(self) -> bool:
         """Whether any live gene waits for a re-embed: counted once after a model change, then remembered until
-        the re-embed ends (forget_unused_vector_models), so a search asks at no cost (retrieve/dense_fill.py)."""
+        the re-embed ends (forget_unused_vector_models), so a search asks at no cost (retrieve/dense_fill.py).
+
+        Counted again after an import (`helix import`, perhaps by another process while a server has the genome
+        open): it may have stored another model's vectors, and the server re-embeds them (manager.resume_reembed)."""
         known = self._stale_vectors
+        if known is False and vector_sql.import_mark(self.conn) != self._import_mark:
+            known = None
         return self.stale_vector_count() > 0 if known is None else known
 
     def stale_vectors_among(self, rowids: Sequence[int]) -> list[int]:

@@ -78,6 +78,18 @@ def record_model(conn: sqlite3.Connection, name: str) -> None:
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_model', ?)", (name,))
 
 
+def mark_import(conn: sqlite3.Connection) -> None:
+    """Count an import (meta 'imports'): it may have stored another model's vectors, which a process that has the
+    genome open learns by this mark changing (vector_models.has_stale_vectors), not by counting per question."""
+    conn.execute("INSERT INTO meta(key, value) VALUES ('imports', '1') "
+                 "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+def import_mark(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'imports'").fetchone()
+    return str(row[0]) if row is not None else None
+
+
 def drop_unused_models(conn: sqlite3.Connection, keep: int) -> int:
     """Retention: forget model ids no stored vector uses any more (the active one stays)."""
     return conn.execute("DELETE FROM vector_models WHERE id != ? AND id NOT IN "

@@ -83,6 +83,11 @@ class Reembedder:
         self._thread.start()
         return True
 
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._state["state"] == "running"
+
     def progress(self) -> dict[str, Any]:
         with self._lock:
             out = dict(self._state)

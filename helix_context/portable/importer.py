@@ -340,5 +340,8 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
         "examples": plan.examples,
         "would_change": plan.changes, "changed": plan.changes and not dry_run,
         "generation_before": generation_before, "generation_after": genome.generation(),
+        # genes whose vector another model made: a running backend re-embeds them (manager.resume_reembed)
+        "to_reembed": genome.stale_vector_count() if plan.changes and not dry_run else 0,
+        "vector_model": genome.vector_model,
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -44,6 +44,10 @@ def format_summary(summary: dict[str, Any]) -> str:
     if summary["sources_added"]:
         lines.append("sources added (indexed and watched at the next backend start): "
                      + ", ".join(summary["sources_added"]))
+    if summary.get("to_reembed"):
+        lines.append(f"vectors   {summary['to_reembed']} genes hold vectors of another embedding model than this "
+                     f"genome's ({summary['vector_model']}): a running backend re-embeds them within a minute, "
+                     "a stopped one when it starts")
     refused = summary["refused"]
     if refused["total"]:
         lines.append(f"refused {refused['total']} record(s): "

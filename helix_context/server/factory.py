@@ -112,13 +112,18 @@ def _freeze_heap(_: object) -> None:
     gc.freeze()
 
 
-async def _prune_periodically(helix: Any) -> None:
-    """Retention while the server runs, also when no request triggers it (see genome/retention.py)."""
+async def _housekeeping(helix: Any) -> None:
+    """While the server runs, also when no request comes: retention (genome/retention.py), and the re-embed of
+    another model's vectors that an import by another process left (manager.resume_reembed)."""
     every = max(1.0, min(helix.settings.retention.prune_interval_s, 60.0))
     while True:
         await asyncio.sleep(every)
-        if helix.retention.due():
-            await asyncio.to_thread(helix.retention.run)
+        try:
+            if helix.retention.due():
+                await asyncio.to_thread(helix.retention.run)
+            await asyncio.to_thread(helix.resume_reembed)
+        except Exception as exc:  # a locked or full genome: the next round tries again, the server goes on
+            log.warning("housekeeping: %s: %s (tried again in %.0f s)", type(exc).__name__, exc, every)
 
 
 
@@ -147,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.sources = sources
         signals.write_server_state("running", pid=os.getpid(), reason="started", actor="backend",
                                    home=settings.home, url=settings.base_url)
-        app.state.housekeeping = asyncio.create_task(_prune_periodically(helix))
+        app.state.housekeeping = asyncio.create_task(_housekeeping(helix))
         lifeline.watch_supervisor(os.environ, home=settings.home)  # exit with our supervisor (lifeline.py)
         log.info("helix backend serving on %s (pid %s)", settings.base_url, os.getpid())
         try:

@@ -1,0 +1,86 @@
+"""An import into the genome a running server has open is re-embedded by that server (manager.resume_reembed).
+
+A teammate's export made with the code-trained model carries that model's vectors; a server on plain MiniLM
+never searches them, so the imported genes have no dense evidence until re-embedded. The server re-embeds
+another model's vectors at start-up only, and it remembered that none were left, so `helix import` run in
+its own process while the server was up left the imported genes without vectors until the next restart.
+Now the import marks the genome, the server counts again, answers with the waiting genes' cosines
+(retrieve/dense_fill.py) and its housekeeping starts the re-embed. Real parts: both shipped models, the
+`helix import` command in another process, the server over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from helix_context import HelixContextManager
+from helix_context.config import load_config
+from helix_context.portable import export_genome
+
+QUESTION = "rotate log files when they reach a certain size"
+
+
+def _teammate_export(tmp_path: Path, tree: Path) -> Path:
+    """The `logging` package indexed by a teammate who uses the code-trained model, exported."""
+    mate = HelixContextManager(load_config().replace(
+        genome={"path": str(tmp_path / "mate" / "genome.db")}, embedding={"model": "code-minilm"},
+        ner={"enabled": False}))
+    try:
+        mate.ingest_path(tree)
+        assert mate.genome.vector_model.startswith("code-MiniLM")
+        out = tmp_path / "mate.hxg"
+        export_genome(mate.genome, out)
+    finally:
+        mate.close()
+    return out
+
+
+def _health(client) -> dict:
+    response = client.get("/health")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_helix_import_while_the_server_runs_is_re_embedded_and_answers(server_factory, tmp_path: Path,
+                                                                      helix_home: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / "logging", tree / "logging",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    exported = _teammate_export(tmp_path, tree)
+
+    server = server_factory(load_config().replace(embedding={"model": "minilm"}, ner={"enabled": False},
+                                                  retention={"prune_interval_s": 1.0}))
+    helix = server.app.state.helix
+    with server.client() as client:
+        deadline = time.monotonic() + 120
+        while _health(client)["reembed"] is None and time.monotonic() < deadline:  # the model loads at start-up
+            time.sleep(0.2)
+        assert _health(client)["reembed"]["state"] == "idle"  # an empty genome: nothing of another model
+
+        env = {**os.environ, "HELIX_HOME": str(helix_home)}
+        done = subprocess.run([sys.executable, "-m", "helix_context.cli", "import", str(exported),
+                               "--remap", f"logging={tree / 'logging'}", "--json"], capture_output=True, text=True, env=env,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        imported = summary["genes"]["new"]
+        assert imported > 20 and summary["to_reembed"] == imported and summary["vector_model"] == "all-MiniLM-L6-v2-int8"
+
+        while time.monotonic() < deadline:
+            reembed = _health(client)["reembed"]
+            if reembed["state"] == "done":
+                break
+            time.sleep(0.2)
+        assert reembed["state"] == "done", reembed
+        assert reembed["total"] >= imported - 5 and reembed["done"] == reembed["total"], reembed
+        assert not helix.genome.has_stale_vectors()
+
+        hits = client.post("/fingerprint", json={"query": QUESTION, "max_results": 5}).json()["results"]
+        assert "RotatingFileHandler" in [h["symbol"] for h in hits[:3]], hits
