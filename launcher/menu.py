@@ -84,7 +84,7 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     """Snapshot → the menu's status lines (also used by `helix-status`)."""
     if not snapshot:
         return {"backend": "Backend: no supervisor status yet", "genes": "Indexed chunks: unknown",
-                "gpu": "GPU: unknown", "models": "Models: unknown", "pressure": ""}
+                "reembed": "", "gpu": "GPU: unknown", "models": "Models: unknown", "pressure": ""}
     b = snapshot.get("backend") or {}
     status = b.get("status", "stopped")
     backend = f"Backend: {status}"
@@ -108,6 +108,13 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
 
     genes = snapshot.get("genes")
     genes_line = f"Indexed chunks: {genes:,}" if isinstance(genes, int) else "Indexed chunks: unknown"
+    job = (b.get("health") or {}).get("reembed") or {}
+    reembed = ""
+    if status == "running" and isinstance(job.get("done"), int) and isinstance(job.get("total"), int):
+        # after [embedding] model changed: until done, genes not yet reached answer with less dense evidence
+        reembed = f"Re-embedding for the new model: {job['done']:,} of {job['total']:,} genes"
+        if isinstance(job.get("percent"), int | float):
+            reembed += f" ({job['percent']:.0f} %)"
 
     g = snapshot.get("gpu") or {}
     if g.get("available"):
@@ -133,7 +140,8 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
 
     p = snapshot.get("pressure") or {}
     pressure = ("Pressure: " + "; ".join(p.get("reasons") or [])[:160]) if p.get("active") else ""
-    return {"backend": backend, "genes": genes_line, "gpu": gpu, "models": models_line, "pressure": pressure}
+    return {"backend": backend, "genes": genes_line, "reembed": reembed, "gpu": gpu, "models": models_line,
+            "pressure": pressure}
 
 
 def backend_status(snapshot: dict[str, Any] | None) -> str:
@@ -157,7 +165,7 @@ def supervisor_status(app: TrayActions) -> list[Entry]:
         if disk_full:
             lines["genes"] += " — DISK FULL: reads only, indexing stopped"
     return [Entry(lines[key], section="status", enabled=False)
-            for key in ("backend", "genes", "gpu", "models", "pressure") if lines[key]]
+            for key in ("backend", "genes", "reembed", "gpu", "models", "pressure") if lines[key]]
 
 
 def notice_lines(app: TrayActions) -> list[Entry]:

@@ -76,6 +76,8 @@ def render(snapshot: dict[str, Any] | None, live: dict[str, Any]) -> list[str]:
     if b.get("last_error") and b.get("status") != "fatal":
         out.append(f"  last error: {b['last_error']}")
     out.append("  " + lines["genes"].replace("Indexed chunks:", "indexed:   "))
+    if lines["reembed"]:
+        out.append("  " + lines["reembed"].replace("Re-embedding for the new model:", "re-embed:  "))
     gpu = snapshot.get("gpu") or {}
     out.append("  " + lines["gpu"].replace("GPU:", "GPU:       ")
                + (f" via {gpu.get('source')}" if gpu.get("available") else ""))

@@ -73,11 +73,15 @@ class SupervisorWatching(SupervisorState):
                     self._hung = True
                     self._wake.set()
             link = (probe.body.get("genome") or {}).get("connection") if probe.ok else None
+            reembed = probe.body.get("reembed") if probe.ok else None
             self._health = {"ok": probe.ok, "status": probe.body.get("status") if probe.ok else None,
                             "consecutive_failures": self._health_failures, "checked_at": time.time(),
                             "error": probe.error,
                             # a team genome's server: ok, or reconnecting (the tray says so)
-                            "genome_link": link if isinstance(link, dict) else None}
+                            "genome_link": link if isinstance(link, dict) else None,
+                            # the background re-embed after a model change, while it runs (the tray shows it)
+                            "reembed": reembed if isinstance(reembed, dict) and reembed.get("state") == "running"
+                            else None}
         self.publish()
 
     def _on_stats(self, probe: Probe) -> None:

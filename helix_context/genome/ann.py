@@ -28,6 +28,7 @@ benchmarks/bench_ann.py measured it against hnswlib (float32 only: 4x the memory
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -217,15 +218,23 @@ class VectorIndex:
                 pass
         self._base, self._mapped = None, False
 
-    def _install(self, full: Any, seq: int) -> None:
+    def _tmp_path(self, *, fold: bool = False) -> Path:
+        """Where a new graph file is written before it replaces the old: the fold beside the queries has a name
+        of its own, since it writes outside the lock while a rebuild may write under it. Fixed names: a
+        process that dies mid-write leaves one file that the next write replaces, not one per process."""
+        return self.path.with_name(self.path.name + (".fold.tmp" if fold else ".tmp"))
+
+    def _install(self, full: Any, seq: int, *, written: bool = False) -> None:
         """Write `full` (in memory, holding everything up to `seq`) to the file and map it instead.
 
+        `written`: the caller already saved it to `_tmp_path(fold=True)` (the fold does, before the lock).
         If it cannot be written (full disk, read-only folder), it stays in memory as the
         base: nothing is lost, the change log keeps what the file lacks.
         """
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = self._tmp_path(fold=written)
         try:
-            full.save(str(tmp))
+            if not written:
+                full.save(str(tmp))
             self._drop_base()
             os.replace(tmp, self.path)
             meta = {"format": FORMAT, "dim": vectors.EMBED_DIM, "seq": seq, "count": len(full),
@@ -236,7 +245,7 @@ class VectorIndex:
             mapped = _usearch_index_class().restore(str(self.path), view=True)
             if mapped is None:
                 raise OSError("the file just written cannot be mapped")
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:  # usearch reports a failed write (full disk, ...) as RuntimeError
             log.warning("dense index %s not saved (%s); it is rebuilt or replayed on the next start", self.path, exc)
             self._drop_base()
             self._base, self._mapped = full, False
@@ -348,6 +357,7 @@ class VectorIndex:
                         self._load()
                 return
             removed, added = self._fold_into(full, conn, keys, gone)
+            written = self._save_beside(full)  # the slow write (~400 MB at 1M genes) before the lock, too
             with self._lock:
                 if self._delta is None or self._saved_seq != saved:  # closed, reloaded or saved meanwhile
                     return
@@ -355,7 +365,7 @@ class VectorIndex:
                     self._load()
                     return
                 self._removed += removed
-                self._install(full, seq)
+                self._install(full, seq, written=written)
                 # what changed after the snapshot was applied to the delta being dropped: the next sync replays it
                 self._delta, self._delta_keys, self._gone = _new_index(), set(), set()
                 self._seq = seq
@@ -368,6 +378,18 @@ class VectorIndex:
             conn.close()
             with self._lock:
                 self._merging = None
+                with contextlib.suppress(OSError):  # saved but not installed (overtaken, closed)
+                    self._tmp_path(fold=True).unlink(missing_ok=True)
+
+    def _save_beside(self, full: Any) -> bool:
+        """Save `full` to the fold's temporary file; False when it cannot be (`_install` then tries again and,
+        failing too, keeps the index in memory)."""
+        try:
+            full.save(str(self._tmp_path(fold=True)))
+        except (OSError, RuntimeError) as exc:  # as in _install
+            log.debug("dense index %s: not saved beside the queries (%s)", self.path, exc)
+            return False
+        return True
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:

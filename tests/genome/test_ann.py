@@ -333,3 +333,26 @@ def test_a_fold_overtaken_by_another_process_starts_from_that_process_file(tmp_p
     for i in (10, 290, 360, 399):
         assert index.search(vecs[i], 1).rowids[0] == rowid_of(g, i)
     g.close()
+
+
+def test_a_graph_file_that_cannot_be_written_keeps_the_index_in_memory(tmp_path: Path, monkeypatch) -> None:
+    """A full disk or a folder that refuses the new graph file (here: a folder in the way of both of its temporary
+    names): the fold installs nothing, every vector stays searchable from memory, and the next start, once the file
+    can be written, finds them all from the file and the change log."""
+    g, index, vecs = _warm_index_of_300(tmp_path, monkeypatch)
+    blocked = [tmp_path / "g.db.ann.tmp", tmp_path / "g.db.ann.fold.tmp"]
+    for folder in blocked:
+        folder.mkdir()
+    fill(g, vecs[300:360], first=300)  # past MERGE_AT: the next search starts the fold
+    assert index.search(vecs[320], 1).rowids[0] == rowid_of(g, 320)
+    index.wait_for_merge(30)
+    for i in (10, 299, 320, 359):
+        assert index.search(vecs[i], 1).rowids[0] == rowid_of(g, i)
+    assert len(index) == 360
+    g.close()
+    for folder in blocked:
+        folder.rmdir()
+    g = Genome(tmp_path / "g.db")
+    for i in (10, 299, 320, 359):
+        assert g.vector_index().search(vecs[i], 1).rowids[0] == rowid_of(g, i)
+    g.close()
