@@ -277,8 +277,8 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # ── export / import ──
 
 
-def _portable(args: argparse.Namespace, action: Any) -> int:
-    """Run an export or an import (either backend) and print its summary."""
+def _portable(args: argparse.Namespace, action: Any, after: Any = None) -> int:
+    """Run an export or an import (either backend), print its summary, then `after(summary)`."""
     from helix_context.portable import format_summary
 
     helix = _manager(args)
@@ -290,6 +290,8 @@ def _portable(args: argparse.Namespace, action: Any) -> int:
         _print_json(summary)
     else:
         print(format_summary(summary))
+    if after is not None:
+        after(summary)
     return 0
 
 
@@ -303,6 +305,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from helix_context.portable import import_genome, parse_remap
     from helix_context.sources.names import SourceNames
     from helix_context.sources.registry import resolve_folder
+    from helix_context.sources.commands import tell_backend
     from helix_context.sources.roots import RootMap
 
     settings = _settings(args)
@@ -311,7 +314,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
         ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
         check_folder=lambda path: resolve_folder(path, home=settings.home), names=SourceNames.of(settings),
-        machine_roots=RootMap.load(settings.home)))
+        machine_roots=RootMap.load(settings.home)),
+        # a running backend takes up the sources the import added now, not at its next start
+        after=lambda summary: tell_backend(settings) if summary["sources_added"] and summary["changed"] else None)
 
 
 def cmd_genome_copy(args: argparse.Namespace) -> int:

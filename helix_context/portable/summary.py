@@ -42,7 +42,7 @@ def format_summary(summary: dict[str, Any]) -> str:
                  else "kept as the team's shared name" if root.get("shared") else f"-> {root['local']}")
         lines.append(f"root {root['name']} (was {root['exported']}) {where}")
     if summary["sources_added"]:
-        lines.append("sources added (indexed and watched at the next backend start): "
+        lines.append("sources added (a running backend indexes and watches them now, a stopped one when it starts): "
                      + ", ".join(summary["sources_added"]))
     if summary.get("to_reembed"):
         lines.append(f"vectors   {summary['to_reembed']} genes hold vectors of another embedding model than this "

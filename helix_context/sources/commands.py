@@ -164,12 +164,13 @@ def _map(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.genome.url:
         return 0
     done = _rename_indexed(settings, roots, args.root)
-    _tell_backend(settings)
+    tell_backend(settings)
     return done
 
 
-def _tell_backend(settings: Settings) -> None:
-    """A running backend takes up the shared sources of a newly mapped root when it next reads its list."""
+def tell_backend(settings: Settings) -> None:
+    """A running backend takes up sources recorded behind its back (the shared sources of a newly mapped root,
+    those an import adds) when it next reads its list: it reads it now."""
     try:
         backend = Backend.find(settings)
     except BackendUnreachable:

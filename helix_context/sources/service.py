@@ -216,10 +216,12 @@ class SourcesService:
         }
 
     def _follow_shared_list(self, rows: list[sources_sql.SourceRow], names: SourceNames, known: set[str]) -> None:
-        """A team genome's sources table is written by every backend: when this one next reads it (`helix
-        sources map` reads it too), a source added elsewhere or newly mapped here is taken up, and one removed
-        elsewhere or unmapped here is dropped. `known`: taken up before `rows` were read (one added since stays)."""
-        if not names.team or self._stopping:
+        """The sources table is written by others too: a team genome's by every backend, any genome's by `helix
+        import` (the export's sources). When this backend next reads it (`helix sources map` and `helix import`
+        make it read, the tray and the dashboard poll it), a source added elsewhere or newly mapped here is taken
+        up, and one removed elsewhere or unmapped here is dropped. `known`: taken up before `rows` were read (one
+        added since stays)."""
+        if self._stopping:
             return
         here = {row.path for row in rows if row.pending is None and names.folder(row.path) is not None}
         for key in sorted(known - here):

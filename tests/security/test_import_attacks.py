@@ -128,7 +128,8 @@ def test_a_root_outside_every_source_needs_the_users_remap(server, tmp_path: Pat
 
     assert cli.main(["import", str(export), "--remap", f"project={elsewhere}"]) == 0
     out = capsys.readouterr().out
-    assert f"sources added (indexed and watched at the next backend start): {elsewhere.resolve()}" in out
+    assert f"sources added (a running backend indexes and watches them now, a stopped one when it starts): " \
+           f"{elsewhere.resolve()}" in out
     genome = server.app.state.sources.genome
     assert set(genome.file_records()) == {str(elsewhere.resolve() / "lib.py")}
     wait_until(lambda: any(s.path == str(elsewhere.resolve()) for s in genome.list_sources()), what="the source")

@@ -1,12 +1,14 @@
-"""An import into the genome a running server has open is re-embedded by that server (manager.resume_reembed).
+"""An import into the genome a running server has open is taken up by that server: vectors and sources.
 
 A teammate's export made with the code-trained model carries that model's vectors; a server on plain MiniLM
 never searches them, so the imported genes have no dense evidence until re-embedded. The server re-embeds
 another model's vectors at start-up only, and it remembered that none were left, so `helix import` run in
 its own process while the server was up left the imported genes without vectors until the next restart.
 Now the import marks the genome, the server counts again, answers with the waiting genes' cosines
-(retrieve/dense_fill.py) and its housekeeping starts the re-embed. Real parts: both shipped models, the
-`helix import` command in another process, the server over HTTP.
+(retrieve/dense_fill.py) and its housekeeping starts the re-embed (manager.resume_reembed). The sources the
+import adds were likewise indexed and watched only from the next start; `helix import` now tells the running
+server, which takes them up. Real parts: both shipped models, the `helix import` command in another process,
+the server over HTTP, its watcher on the imported source.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from helix_context.config import load_config
 from helix_context.portable import export_genome
 
 QUESTION = "rotate log files when they reach a certain size"
+LEDGER = ('def settle_invoice(ledger, invoice):\n'
+          '    """Settle an invoice against the ledger: mark it paid and book the payment."""\n'
+          '    ledger[invoice] = "paid"\n    return ledger\n')
 
 
 def _teammate_export(tmp_path: Path, tree: Path) -> Path:
@@ -84,3 +89,16 @@ def test_helix_import_while_the_server_runs_is_re_embedded_and_answers(server_fa
 
         hits = client.post("/fingerprint", json={"query": QUESTION, "max_results": 5}).json()["results"]
         assert "RotatingFileHandler" in [h["symbol"] for h in hits[:3]], hits
+
+        # the export's source, added by the import, is indexed and watched by this server now (`helix import`
+        # told it), not at its next start: a file written there is answered without a restart
+        sources = server.app.state.sources
+        assert [s["path"] for s in client.get("/sources").json()["sources"]] == [str(tree / "logging")]
+        assert sources.wait_idle(60) and sources.wait_watching(60)
+        (tree / "logging" / "ledger.py").write_text(LEDGER, encoding="utf-8")
+        found: list = []
+        while time.monotonic() < deadline and "settle_invoice" not in found:
+            hits = client.post("/fingerprint", json={"query": "settle an invoice against the ledger"}).json()
+            found = [h["symbol"] for h in hits["results"][:3]]
+            time.sleep(0.2)
+        assert "settle_invoice" in found
