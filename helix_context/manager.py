@@ -157,9 +157,10 @@ class HelixContextManager:
 
         Why: `helix import` of a genome another model embedded may run in its own process while the server
         has the genome open; its genes search without vectors until re-embedded, and the job that ran at
-        start-up has ended. The server's housekeeping calls this (server/factory.py); cheap when nothing came."""
+        start-up has ended. The server's housekeeping calls this (server/factory.py); cheap when nothing came.
+        A job that failed is tried again after reembed.RETRY_AFTER_S (a freed disk), not at every call."""
         job = self.reembed
-        if job is None or job.running or not self.embedder_part.loaded:
+        if job is None or not job.may_follow() or not self.embedder_part.loaded:
             return False
         embedder = self.embedder_part.get()
         if embedder is None or not self.genome.has_stale_vectors():

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 64
 LOG_EVERY_S = 5.0
+RETRY_AFTER_S = 600.0  # a job that failed (a full disk, a model error) is tried again after this, not at once
 
 
 class StaleVectorGenome(Protocol):
@@ -83,10 +84,12 @@ class Reembedder:
         self._thread.start()
         return True
 
-    @property
-    def running(self) -> bool:
+    def may_follow(self) -> bool:
+        """Whether a new job may take over from this one: it ended, or it failed at least RETRY_AFTER_S ago
+        (what failed it, such as a full disk, is likely still there a moment later: one warning, not one a minute)."""
         with self._lock:
-            return self._state["state"] == "running"
+            state, finished = self._state["state"], self._state.get("finished_at", 0.0)
+        return state in ("done", "idle", "stopped") or (state == "failed" and time.time() - finished >= RETRY_AFTER_S)
 
     def progress(self) -> dict[str, Any]:
         with self._lock:

@@ -8,19 +8,17 @@ first batch; a supervisor taking the backend's /health as its watcher does, its 
 
 from __future__ import annotations
 
-import shutil
-import sysconfig
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from helix_context import HelixContextManager
 from helix_context.config import load_config
 from helix_context.ingest.embed import Embedder
 from launcher.menu import status_lines
 from supervisor.core import Supervisor
+from tests.stdlib_logging import build_genome, copy_logging
 
 
 def _line(supervisor: Supervisor) -> str:
@@ -30,13 +28,7 @@ def _line(supervisor: Supervisor) -> str:
 
 
 def test_the_tray_shows_how_far_the_reembed_is(server_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tree = tmp_path / "tree"
-    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / "logging", tree / "logging",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    built = HelixContextManager(load_config().replace(embedding={"model": "minilm"}, ner={"enabled": False}))
-    built.ingest_path(tree)
-    total = built.genome.live_gene_count()
-    built.close()
+    total = build_genome(copy_logging(tmp_path), "minilm")
     assert total > 64  # more than one batch of the job
 
     first_batch, release = threading.Event(), threading.Event()

@@ -133,3 +133,47 @@ def test_supervise_starts_on_a_full_disk_and_serves_reads(small_home: Path, tmp_
     out = log.read_text(errors="replace")
     assert "Traceback" not in out, out[-3000:]
     assert "no space left" in out.lower() or "disk" in out.lower()
+
+
+def test_a_reembed_stopped_by_a_full_disk_waits_then_resumes_once_there_is_room(
+        small_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background re-embed after a model change fails when the disk fills: the genes keep their old vectors,
+    the server is not asked to start it again at every housekeeping round (one warning, not one a minute),
+    and after reembed.RETRY_AFTER_S, with room again, it takes up where it stopped."""
+    import threading
+
+    from helix_context.ingest import reembed
+    from helix_context.ingest.embed import Embedder
+    from helix_context.manager import HelixContextManager
+    from tests.stdlib_logging import build_genome, copy_logging
+
+    genes = build_genome(copy_logging(tmp_path), "minilm")
+
+    go = threading.Event()
+    real = Embedder.embed
+
+    def held(self, texts, *args, **kwargs):
+        if threading.current_thread().name == "helix-reembed":
+            go.wait(60)  # the disk fills while the job's first batch is embedded
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Embedder, "embed", held)
+    helix = HelixContextManager(load_config().replace(embedding={"model": "code-minilm"}, ner={"enabled": False}))
+    try:
+        assert helix.embedder is not None and helix.reembed is not None
+        assert helix.reembed.progress()["state"] == "running"
+        filler = fill(small_home)
+        go.set()
+        helix.reembed.join(60)
+        failed = helix.reembed.progress()
+        assert failed["state"] == "failed" and "full" in failed["error"].lower(), failed
+        assert helix.genome.stale_vector_count() == genes  # nothing half-written: every gene still waits
+        assert helix.resume_reembed() is False  # at once: the disk is still full
+        filler.unlink()
+        monkeypatch.setattr(reembed, "RETRY_AFTER_S", 0.0)  # the retry time has come
+        assert helix.resume_reembed() is True
+        helix.reembed.join(60)
+        assert helix.reembed.progress()["state"] == "done"
+        assert helix.genome.stale_vector_count() == 0 and not helix.genome.has_stale_vectors()
+    finally:
+        helix.close()

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
-from helix_context import HelixContextManager
 from helix_context.config import load_config
+from helix_context.genome.store import Genome
 from helix_context.portable import export_genome
+from tests.stdlib_logging import build_genome, copy_logging
 
 QUESTION = "rotate log files when they reach a certain size"
 LEDGER = ('def settle_invoice(ledger, invoice):\n'
@@ -33,17 +32,16 @@ LEDGER = ('def settle_invoice(ledger, invoice):\n'
 
 
 def _teammate_export(tmp_path: Path, tree: Path) -> Path:
-    """The `logging` package indexed by a teammate who uses the code-trained model, exported."""
-    mate = HelixContextManager(load_config().replace(
-        genome={"path": str(tmp_path / "mate" / "genome.db")}, embedding={"model": "code-minilm"},
-        ner={"enabled": False}))
+    """`tree` indexed by a teammate who uses the code-trained model, exported."""
+    mate = tmp_path / "mate" / "genome.db"
+    build_genome(tree, "code-minilm", genome={"path": str(mate)})
+    genome = Genome(mate)
     try:
-        mate.ingest_path(tree)
-        assert mate.genome.vector_model.startswith("code-MiniLM")
+        assert genome.vector_model.startswith("code-MiniLM")
         out = tmp_path / "mate.hxg"
-        export_genome(mate.genome, out)
+        export_genome(genome, out)
     finally:
-        mate.close()
+        genome.close()
     return out
 
 
@@ -55,9 +53,7 @@ def _health(client) -> dict:
 
 def test_helix_import_while_the_server_runs_is_re_embedded_and_answers(server_factory, tmp_path: Path,
                                                                       helix_home: Path) -> None:
-    tree = tmp_path / "tree"
-    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / "logging", tree / "logging",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    tree = copy_logging(tmp_path / "tree").parent
     exported = _teammate_export(tmp_path, tree)
 
     server = server_factory(load_config().replace(embedding={"model": "minilm"}, ner={"enabled": False},
