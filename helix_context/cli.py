@@ -303,9 +303,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from helix_context.portable import import_genome, parse_remap
+    from helix_context.sources.commands import tell_backend
     from helix_context.sources.names import SourceNames
     from helix_context.sources.registry import resolve_folder
-    from helix_context.sources.commands import tell_backend
     from helix_context.sources.roots import RootMap
 
     settings = _settings(args)

@@ -195,7 +195,7 @@ class SourcesService:
         known = set(self._known)
         rows = self.genome.list_sources()
         names = self.names()
-        self._follow_shared_list(rows, names, known)
+        self._follow_sources_table(rows, names, known)
         sources = [self._describe(row, progress, names) for row in rows]
         summary = summary_line(IndexState(
             self._paused, bool(busy and progress.source), progress.done, progress.total, len(queued),
@@ -215,7 +215,7 @@ class SourcesService:
             "sources": sources,
         }
 
-    def _follow_shared_list(self, rows: list[sources_sql.SourceRow], names: SourceNames, known: set[str]) -> None:
+    def _follow_sources_table(self, rows: list[sources_sql.SourceRow], names: SourceNames, known: set[str]) -> None:
         """The sources table is written by others too: a team genome's by every backend, any genome's by `helix
         import` (the export's sources). When this backend next reads it (`helix sources map` and `helix import`
         make it read, the tray and the dashboard poll it), a source added elsewhere or newly mapped here is taken
