@@ -283,7 +283,7 @@ def _portable(args: argparse.Namespace, action: Any, after: Any = None) -> int:
 
     helix = _manager(args)
     try:
-        summary = action(helix.genome)
+        summary = action(helix)
     finally:
         helix.close()
     if args.json:
@@ -298,10 +298,11 @@ def _portable(args: argparse.Namespace, action: Any, after: Any = None) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from helix_context.portable import export_genome
 
-    return _portable(args, lambda genome: export_genome(genome, args.file))
+    return _portable(args, lambda helix: export_genome(helix.genome, args.file))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from helix_context.ingest.reembed import embed_rowids
     from helix_context.portable import import_genome, parse_remap
     from helix_context.sources.commands import tell_backend
     from helix_context.sources.names import SourceNames
@@ -310,11 +311,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     remap = parse_remap(args.remap or [])
-    return _portable(args, lambda genome: import_genome(
-        genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
+    return _portable(args, lambda helix: import_genome(
+        helix.genome, args.file, strategy=args.strategy, dry_run=args.dry_run, remap=remap,
         ingest_roots=settings.server.allowed_ingest_roots, max_sessions=settings.retention.max_sessions,
         check_folder=lambda path: resolve_folder(path, home=settings.home), names=SourceNames.of(settings),
-        machine_roots=RootMap.load(settings.home)),
+        machine_roots=RootMap.load(settings.home),
+        # a team genome keeps one model's vectors: genes that came with another's are embedded here and now
+        embed=lambda rowids: embed_rowids(helix.genome, helix.embedder, settings.embedding, rowids)),
         # a running backend takes up the sources the import added now, not at its next start
         after=lambda summary: tell_backend(settings) if summary["sources_added"] and summary["changed"] else None)
 

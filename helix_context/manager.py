@@ -46,7 +46,7 @@ from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
 from helix_context.ingest import reread
 from helix_context.ingest.pipeline import IngestReport, Ingestor
-from helix_context.ingest.reembed import Reembedder, start_reembed
+from helix_context.ingest.reembed import Reembedder, embed_genes, start_reembed
 
 if TYPE_CHECKING:
     from helix_context.answer.compress import Compressor
@@ -325,7 +325,6 @@ class HelixContextManager:
 
     def kv_backfill(self) -> dict[str, Any]:
         """Re-extract key=value facts for every stored gene; embed genes stored without a vector."""
-        from helix_context.ingest.embed_text import embedding_text, embedding_tokens
         from helix_context.ingest.facts import extract_facts
 
         updates = []
@@ -336,14 +335,9 @@ class HelixContextManager:
         for start in range(0, len(updates), 500):
             self.genome.set_facts(updates[start:start + 500])
         embedded = 0
-        embedder = self.embedder
-        if embedder is not None:
-            cfg = self.settings.embedding
+        if self.embedder is not None:
             while batch := self.genome.genes_missing_embeddings(256):
-                vectors = embedder.embed([embedding_text(g) for g in batch],
-                                         [embedding_tokens(g, cfg) for g in batch])
-                self.genome.set_embeddings([(g.rowid, vec) for g, vec in zip(batch, vectors) if g.rowid is not None])
-                embedded += len(batch)
+                embedded += embed_genes(self.genome, self.embedder, self.settings.embedding, batch)
         return {"genes_with_new_facts": len(updates), "genes_embedded": embedded}
 
     def _after_ingest(self, report: IngestReport) -> None:

@@ -193,7 +193,12 @@ class ImportWrites(Protocol):
     """What `helix import` reads and writes, on either backend (`genome.import_writes(write=…)`; the team
     genome's: pg/portable_import.py). Rows are the importer's: a gene row as `importer._store_row` makes
     it (tags and facts encoded, the vector as its int8 codes and its model's name); ids are this genome's
-    row ids. A dry run only reads. The rules (what is new, whose copy wins) are the importer's."""
+    row ids. A dry run only reads. The rules (what is new, whose copy wins) are the importer's.
+
+    `left_out`: genes written whose incoming vector this genome could not keep (a team genome holds one model's
+    vectors: another's is left out), for the importer to embed again; SQLite keeps them (stale, re-embedded)."""
+
+    left_out: list[int]
 
     def source_exists(self, path: str) -> bool: ...
     def write_source(self, path: str, project: str | None, added_at: float) -> None: ...
@@ -220,6 +225,7 @@ class SqliteImportWrites:
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
+        self.left_out: list[int] = []  # never: another model's vector is kept, stale, and re-embedded
 
     def source_exists(self, path: str) -> bool:
         return source_exists(self.conn, path)

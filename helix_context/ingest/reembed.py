@@ -115,19 +115,16 @@ class Reembedder:
                 genes = self._genome.genes_with_stale_vectors(self._batch)
                 if not genes:
                     break
-                vectors = self._embedder.embed([embedding_text(g) for g in genes],
-                                               [embedding_tokens(g, self._settings) for g in genes], spread=False)
-                items = [(g.rowid, vec) for g, vec in zip(genes, vectors, strict=True) if g.rowid is not None]
-                if not items:
+                stored = embed_genes(self._genome, self._embedder, self._settings, genes, spread=False)
+                if not stored:
                     raise RuntimeError("stale genes without a row id")
-                self._genome.set_embeddings(items)
                 # the dense index takes the new vectors here, not in the next question (which would add every
                 # vector re-embedded since the question before it to the graph: p50 89 ms at 100k genes)
                 try:
                     self._genome.vector_index().sync()
                 except Exception as exc:  # the index is not the job's to keep: the next search replays what it missed
                     log.debug("re-embedding: dense index not synced (%s)", exc)
-                done += len(items)
+                done += stored
                 with self._lock:
                     self._state["done"] = done
                     self._state["total"] = max(self._state["total"], done)
@@ -147,6 +144,32 @@ class Reembedder:
             self._state.update(state="stopped" if stopped else "done", finished_at=time.time())
         log.info("re-embedding for %s %s: %d genes", self._embedder.model_name,
                  "stopped" if stopped else "done", done)
+
+
+def embed_genes(genome: Any, embedder: TextEmbedder, settings: EmbeddingSettings, genes: Sequence[Any], *,
+                spread: bool = True) -> int:
+    """Store the embedder's vector of each gene, read from the text the ingest embeds; how many were stored.
+
+    `spread`: let the model use every core (a background job passes False: one core, questions go on)."""
+    vectors = embedder.embed([embedding_text(g) for g in genes], [embedding_tokens(g, settings) for g in genes],
+                             spread=spread)
+    items = [(g.rowid, vec) for g, vec in zip(genes, vectors, strict=True) if g.rowid is not None]
+    if items:
+        genome.set_embeddings(items)
+    return len(items)
+
+
+def embed_rowids(genome: Any, embedder: TextEmbedder | None, settings: EmbeddingSettings,
+                 rowids: Sequence[int]) -> int:
+    """`embed_genes` for genes named by row id (an import's genes whose vectors another model made, on a team
+    genome that keeps one model's), in batches; 0 without an embedder (embeddings off)."""
+    if embedder is None:
+        return 0
+    done = 0
+    for start in range(0, len(rowids), 256):
+        found = genome.genes_by_rowid(rowids[start:start + 256])
+        done += embed_genes(genome, embedder, settings, [found[r] for r in rowids[start:start + 256] if r in found])
+    return done
 
 
 def start_reembed(genome: StaleVectorGenome, embedder: TextEmbedder,

@@ -277,7 +277,8 @@ class _Walk:
 def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_existing", dry_run: bool = False, *,
                   remap: Mapping[str, str] | None = None, ingest_roots: Sequence[str] = (),
                   check_folder: Callable[[Path], Path] | None = None, max_sessions: int = 5_000,
-                  names: SourceNames | None = None, machine_roots: RootMap | None = None) -> dict[str, Any]:
+                  names: SourceNames | None = None, machine_roots: RootMap | None = None,
+                  embed: Callable[[list[int]], int] | None = None) -> dict[str, Any]:
     """Merge an export into `genome` (either backend). dry_run: report what would change and write nothing.
 
     remap: {root name or its old folder: folder here}, the roots the user confirms (`--remap OLD=NEW`).
@@ -287,6 +288,9 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
     roots, as the ingest does; a new source outside them is refused: sources/names.py).
     machine_roots: this machine's root map (default: the team genome's, `names.roots`), where a team
     export's shared root (`@api`) is on this machine when the genome keeps absolute paths (SQLite).
+    embed: embeds the genes whose vectors this genome could not keep (another model's, on a team genome) and
+    says how many it embedded (the CLI passes the manager's `embed_genes`); without it they wait for
+    POST /admin/kv-backfill.
     Raises ExportFormatError for a file that is not a valid export; nothing is written then.
     """
     names = names or SourceNames(None)
@@ -316,6 +320,7 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
     with genome.import_writes(write=False) as reads:
         _Walk(reads, strategy, plan, checks, write=False, max_sessions=max_sessions,
               name=names.stored).run(records(), source)
+    left_out: list[int] = []
     if not dry_run and plan.changes:
         plan, checks = _Plan(), guard()
         try:
@@ -324,8 +329,12 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
                       name=names.stored).run(records(), source)
                 if not plan.changes:
                     raise _NothingToDo
+                left_out = writes.left_out
         except _NothingToDo:
             pass
+    # committed: the genes whose vectors were left out (and that hold none now) are embedded with this genome's model
+    left_out = [r for r in dict.fromkeys(left_out) if genome.embedding_of(r) is None]
+    embedded = embed(left_out) if embed is not None and left_out else 0
     return {
         "path": str(source), "strategy": strategy, "dry_run": dry_run,
         "format_version": header["version"], "converted_from": header.get("converted_from"),
@@ -343,5 +352,7 @@ def import_genome(genome: GenomeStore, path: str | Path, strategy: str = "skip_e
         # genes whose vector another model made: a running backend re-embeds them (manager.resume_reembed)
         "to_reembed": genome.stale_vector_count() if plan.changes and not dry_run else 0,
         "vector_model": genome.vector_model,
+        # a team genome keeps one model's vectors: the genes that came with another's, and those embedded again
+        "vectors_left_out": len(left_out), "embedded_again": embedded,
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -48,6 +48,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"vectors   {summary['to_reembed']} genes hold vectors of another embedding model than this "
                      f"genome's ({summary['vector_model']}): a running backend re-embeds them within a minute, "
                      "a stopped one when it starts")
+    if summary.get("vectors_left_out"):
+        left, again = summary["vectors_left_out"], summary["embedded_again"]
+        lines.append(f"vectors   {left} genes came with another embedding model's vectors than this team genome's "
+                     f"({summary['vector_model']}): " + (f"{again} embedded again with it" if again else
+                                                         "not embedded here (no model, or not the team's): "
+                                                         "POST /admin/kv-backfill on a team backend embeds them"))
     refused = summary["refused"]
     if refused["total"]:
         lines.append(f"refused {refused['total']} record(s): "

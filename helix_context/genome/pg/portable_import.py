@@ -6,7 +6,7 @@ portable_sql.py:
 
 - a vector is a halfvec of the one model the team genome records (pg/vector_model.py): the file's
   int8 codes are decoded into it when the file names that model; a vector of another model is left
-  out (the gene is embedded again, as one without a vector), and an overwrite without a usable
+  out (`left_out`: the importer embeds the gene again), and an overwrite without a usable
   vector keeps the stored one: an import never loses a vector;
 - the lexical index is BM25 postings, kept in step by the write door's own writer (pg/door.py's
   PostingsWriter: a gene leaves the index before it is overwritten and comes back with its new
@@ -53,6 +53,7 @@ class PgImportWrites:
         self.model = model  # the team genome's embedding model: a vector of another is not stored
         self.lex = lex  # None in a dry run (nothing is written)
         self.retired: set[int] = set()  # genes this import stored retired: they hold no spans (helix check)
+        self.left_out: list[int] = []  # genes whose incoming vector was another model's: embedded again after
         self._buffered = 0  # genes indexed since the last flush
 
     # ── genes ──
@@ -61,6 +62,11 @@ class PgImportWrites:
         if row["embedding"] is None or row.get("vector_model") != self.model:
             return None
         return HalfVector(decode_vector(bytes(row["embedding"])))
+
+    def _note_foreign(self, rowid: int, row: dict[str, Any]) -> None:
+        """A vector of another model comes with the gene: it is not stored, and the importer embeds the gene again."""
+        if row["embedding"] is not None and row.get("vector_model") != self.model:
+            self.left_out.append(rowid)
 
     @staticmethod
     def _values(row: dict[str, Any], form: StoredForm, columns: Sequence[str]) -> list[Any]:
@@ -87,6 +93,7 @@ class PgImportWrites:
             (rowid,) = self.tx.execute("SELECT id FROM genes WHERE gene_id = ?", (row["gene_id"],)).fetchone()
             self.overwrite_gene(int(rowid), row)
             return int(rowid)
+        self._note_foreign(int(found[0]), row)
         self._index(int(found[0]), row, form)
         return int(found[0])
 
@@ -96,6 +103,7 @@ class PgImportWrites:
         if old is not None and old[0] is None:  # only live genes are in the index
             self.lex.unindex(rowid)
         vector = self._vector(row)
+        self._note_foreign(rowid, row)
         keep = "" if vector is None else ", embedding = ?"  # no usable vector: the stored one stays
         form = stored_form(row["content"])
         values = self._values(row, form, [c for c in _STORED if c != "gene_id"])

@@ -243,3 +243,44 @@ def test_an_import_into_a_team_genome_writes_its_postings_in_batches(
         assert team.genome.integrity_check() == [] and team.genome.live_gene_count() == live
     finally:
         team.close()
+
+
+def test_an_import_into_a_team_genome_embeds_again_genes_that_came_with_another_models_vectors(
+        settings: Settings, pg_url: str, tree: Path, tmp_path: Path, helix_home: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A team genome keeps one model's vectors: a developer's export made with the code-trained model arrives
+    with vectors the team's MiniLM genome cannot store. They were left out and the genes stayed without any
+    vector (no dense evidence) until someone ran the backfill; `helix import` now embeds them with the team's
+    model, and the team genome answers as one that indexed the tree with MiniLM itself."""
+    from helix_context.sources.roots import RootMap
+
+    chosen = settings.replace(ner={"enabled": False})
+    mine = HelixContextManager(chosen.replace(embedding={"model": "code-minilm"}))
+    mine.ingest_path(tree)
+    with_vectors = sum(1 for g in mine.genome.iter_genes() if mine.genome.embedding_of(g.rowid or 0) is not None)
+    mine.close()
+    out = tmp_path / "mine.helix"
+    assert main(["export", str(out), "--json"]) == 0
+    capsys.readouterr()
+    reference = HelixContextManager(chosen, genome=Genome(tmp_path / "reference" / "genome.db"))  # MiniLM
+    reference.ingest_path(tree)
+    want = {q: _pointers(reference, q) for q in QUESTIONS}
+    reference.close()
+
+    RootMap({}).mapped("tree", tree).save(helix_home)
+    monkeypatch.setenv("HELIX_GENOME_URL", pg_url)
+    monkeypatch.setenv("HELIX_EMBEDDING_MODEL", "minilm")
+    monkeypatch.setenv("HELIX_NER_ENABLED", "false")
+    assert main(["import", str(out), "--remap", f"tree={tree}"]) == 0
+    said = capsys.readouterr().out
+    assert f"vectors   {with_vectors} genes came with another embedding model's vectors" in said, said
+    assert f"{with_vectors} embedded again with it" in said, said
+
+    team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
+    try:
+        assert team.genome.genes_missing_embeddings(10) == []
+        assert team.genome.integrity_check() == []
+        for q in QUESTIONS:
+            assert _pointers(team, q)[:3] == want[q][:3], q
+    finally:
+        team.close()
