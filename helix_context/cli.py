@@ -100,6 +100,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     helix = _manager(args)
     try:
         data = helix.stats()
+        # counted here, not in stats(): /stats is polled, and this counts every gene
+        data["vectors_to_reembed"] = helix.genome.stale_vector_count()
+        model = helix.genome.vector_model
     finally:
         helix.close()
     if args.json:
@@ -115,6 +118,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"{name:<15} {part['status']}  {part['detail']}")
     if not data["dense_signal"]:
         print("meaning search  OFF (embeddings unavailable): answers use word matches only")
+    if data["vectors_to_reembed"]:
+        print(f"re-embed        {data['vectors_to_reembed']:,} chunks hold vectors of another embedding model than "
+              f"{model}: the backend re-embeds them in the background (/health shows how far)")
     return 0
 
 

@@ -121,3 +121,27 @@ def test_answers_echo_only_a_short_prefix_of_a_huge_query(live_server) -> None:
         echoed = response.json()["query"]
         assert len(echoed) < 200 and echoed.startswith("frobnicate the quasar") and "110,000 characters" in echoed
         assert len(response.content) < 20_000, (path, len(response.content))
+
+
+def test_an_import_of_another_models_vectors_says_so_and_stats_counts_them(tmp_path: Path) -> None:
+    """An export made with the code-trained model, imported into a genome on MiniLM with no backend running: the
+    import says how many chunks wait for a re-embed, and `helix stats` counts them until a backend has done it."""
+    from helix_context.config import load_config
+    from helix_context.genome.store import Genome
+    from helix_context.portable import export_genome
+    from tests.stdlib_logging import build_genome, copy_logging
+
+    root = copy_logging(tmp_path / "tree")
+    genes = build_genome(root.parent, "code-minilm", genome={"path": str(tmp_path / "mate" / "genome.db")})
+    mate = Genome(tmp_path / "mate" / "genome.db")
+    export_genome(mate, tmp_path / "mate.helix")
+    mate.close()
+    assert load_config().embedding.model == "minilm"
+
+    done = cli("import", str(tmp_path / "mate.helix"), "--remap", f"logging={root}")
+    assert done.returncode == 0, done.stderr
+    assert f"vectors   {genes} genes hold vectors of another embedding model than this genome's " \
+           "(all-MiniLM-L6-v2-int8)" in done.stdout, done.stdout
+    stats = cli("stats")
+    assert f"re-embed        {genes:,} chunks hold vectors of another embedding model" in stats.stdout, stats.stdout
+    assert json.loads(cli("stats", "--json").stdout)["vectors_to_reembed"] == genes
