@@ -12,13 +12,10 @@ answer is not among the first ten, so the test fails if the fill stops working.
 from __future__ import annotations
 
 import ast
-import shutil
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-from helix_context import HelixContextManager
 from helix_context.config import Settings
 from helix_context.genome.store import Genome
 from helix_context.ingest.embed import Embedder
@@ -26,6 +23,7 @@ from helix_context.ingest.embed_text import embedding_text, embedding_tokens
 from helix_context.manager import Part
 from helix_context.models import Gene
 from helix_context.retrieve.retriever import Retriever
+from tests.stdlib_logging import build_genome, copy_logging
 
 QUESTION = "rotate log files when they reach a certain size"
 
@@ -49,12 +47,8 @@ def code_model() -> Embedder:
 
 def test_a_gene_the_reembed_has_not_reached_still_answers(tmp_path: Path, settings: Settings,
                                                          code_model: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tmp_path / "src" / "logging"
-    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / "logging", root,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    built = HelixContextManager(settings.replace(embedding={"model": "minilm"}))
-    built.ingest_path(root.parent)
-    built.close()
+    root = copy_logging(tmp_path / "src")
+    build_genome(root.parent, "minilm")
     tree = ast.parse((root / "handlers.py").read_text())
     line = next(n.lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RotatingFileHandler")
 
