@@ -426,12 +426,14 @@ def dashboard_data(request: Request,
 
 def _indexed(app: Any) -> dict[str, Any] | None:
     """The one count of indexed items (live genes, exact per generation) that /stats, /sources and the tray show,
-    and whether the genome's disk is full (reads only)."""
+    whether the genome's disk is full (reads only), and the background re-embed while it runs."""
     helix = getattr(app.state, "helix", None)
     if helix is None:
         return None
     try:
-        return {"genes": helix.genome.live_gene_count(), "disk_full": helix.genome.disk_full}
+        job = helix.reembed.progress() if helix.reembed is not None else None
+        return {"genes": helix.genome.live_gene_count(), "disk_full": helix.genome.disk_full,
+                "reembed": job if job is not None and job["state"] == "running" else None}
     except Exception as exc:  # an unreadable genome must not take the page down
         log.warning("genome unreadable for the dashboard: %s", exc)
         return {"error": str(exc)}

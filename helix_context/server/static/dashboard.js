@@ -377,7 +377,14 @@
     const indexed = data.indexed || {};
     // the one count (live chunks) that /stats, /sources and the tray show; the tier gauge only when it is missing
     const genes = isNum(indexed.genes) ? indexed.genes : sumObj(genome.genes_by_tier);
-    setTile("tile-genome", fmtNum(genes), (indexed.disk_full ? "DISK FULL: reads only · " : "") + fmtBytes(genome.db_bytes) + " on disk" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " log" : ""));
+    // after [embedding] model changed: how far the background re-embed is (until done, chunks it has not reached
+    // answer with less of their meaning)
+    const job = indexed.reembed;
+    const reembed = job && isNum(job.done) && isNum(job.total)
+      ? "re-embedding for the new model: " + fmtNum(job.done) + " of " + fmtNum(job.total) + (isNum(job.percent) ? " (" + Math.round(job.percent) + " %)" : "") + " · "
+      : "";
+    $("tile-genome").dataset.reembed = job ? job.done + "/" + job.total : "";
+    setTile("tile-genome", fmtNum(genes), (indexed.disk_full ? "DISK FULL: reads only · " : "") + reembed + fmtBytes(genome.db_bytes) + " on disk" + (isNum(genome.wal_bytes) ? " · " + fmtBytes(genome.wal_bytes) + " log" : ""));
     const gpu = sv && sv.gpu;
     const meter = document.querySelector("#tile-gpu .meter");
     if (gpu && gpu.available && isNum(gpu.total_bytes) && gpu.total_bytes > 0) {
