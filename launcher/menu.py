@@ -112,7 +112,7 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     reembed = ""
     if status == "running" and isinstance(job.get("done"), int) and isinstance(job.get("total"), int):
         # after [embedding] model changed: until done, genes not yet reached answer with less dense evidence
-        reembed = f"Re-embedding for the new model: {job['done']:,} of {job['total']:,} genes"
+        reembed = f"Re-embedding for the new model: {job['done']:,} of {job['total']:,} chunks"
         if isinstance(job.get("percent"), int | float):
             reembed += f" ({job['percent']:.0f} %)"
 
@@ -161,7 +161,7 @@ def supervisor_status(app: TrayActions) -> list[Entry]:
     if sources is not None:  # GET /sources, polled every few seconds: the count /stats and the dashboard show
         genes, disk_full = sources.indexed()
         if genes is not None:
-            lines["genes"] = f"Genes: {genes:,}"
+            lines["genes"] = f"Indexed chunks: {genes:,}"
         if disk_full:
             lines["genes"] += " — DISK FULL: reads only, indexing stopped"
     return [Entry(lines[key], section="status", enabled=False)

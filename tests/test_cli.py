@@ -140,7 +140,7 @@ def test_an_import_of_another_models_vectors_says_so_and_stats_counts_them(tmp_p
 
     done = cli("import", str(tmp_path / "mate.helix"), "--remap", f"logging={root}")
     assert done.returncode == 0, done.stderr
-    assert f"vectors   {genes} genes hold vectors of another embedding model than this genome's " \
+    assert f"vectors   {genes} chunks hold vectors of another embedding model than this genome's " \
            "(all-MiniLM-L6-v2-int8)" in done.stdout, done.stdout
     stats = cli("stats")
     assert f"re-embed        {genes:,} chunks hold vectors of another embedding model" in stats.stdout, stats.stdout

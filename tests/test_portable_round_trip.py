@@ -73,12 +73,12 @@ def test_answers_survive_a_round_trip_into_a_fresh_home(server_factory, tmp_path
     monkeypatch.setenv("HELIX_HOME", str(fresh))
     assert cli.main(["import", str(exported), "--dry-run"]) == 0  # a fresh home has no sources: refused
     plan = capsys.readouterr().out
-    assert "genes     new 0," in plan and "confirm the root with --remap tree=FOLDER" in plan
+    assert "chunks    new 0," in plan and "confirm the root with --remap tree=FOLDER" in plan
     assert cli.main(["import", str(exported), "--dry-run", "--remap", f"tree={tree}"]) == 0
     plan = capsys.readouterr().out
     assert "dry run, nothing written: the import would change the genome" in plan
     assert f"root tree (was {tree.resolve()}) -> {tree.resolve()}" in plan
-    assert f"genes     new {summary['genes']}," in plan
+    assert f"chunks    new {summary['genes']}," in plan
     assert cli.main(["import", str(exported), "--remap", f"tree={tree}", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["refused"]["total"] == 0 and result["genes"]["new"] == summary["genes"]

@@ -6,7 +6,7 @@ from typing import Any
 
 
 def _export_lines(s: dict[str, Any]) -> str:
-    return (f"exported {s['genes']} genes ({s['retired_genes']} retired, {s['with_embeddings']} with embeddings, "
+    return (f"exported {s['genes']} indexed chunks ({s['retired_genes']} retired, {s['with_embeddings']} with embeddings, "
             f"{s['spans']} spans), {s['files']} files, {s['symbols']} symbols, {s['links']} co-activation links, "
             f"{s['sources']} sources, {s['sessions']} sessions, {s['activity']} activity rows, "
             f"{s['vector_changes']} vector changes to {s['path']} ({s['bytes']} bytes, "
@@ -29,7 +29,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     sym, ses, act = summary["symbols"], summary["sessions"], summary["activity"]
     lines = [
         f"{head} (strategy {summary['strategy']})",
-        f"genes     new {g['new']}, skipped {g['skipped']}, overwritten {g['overwritten']}; "
+        f"chunks    new {g['new']}, skipped {g['skipped']}, overwritten {g['overwritten']}; "
         f"spans added {summary['spans_added']}",
         f"files     new {f['new']}, skipped {f['skipped']}, overwritten {f['overwritten']}",
         f"symbols   new {sym['new']}, kept {sym['kept']}, dangling {sym['dangling']}",
@@ -45,12 +45,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("sources added (a running backend indexes and watches them now, a stopped one when it starts): "
                      + ", ".join(summary["sources_added"]))
     if summary.get("to_reembed"):
-        lines.append(f"vectors   {summary['to_reembed']} genes hold vectors of another embedding model than this "
+        lines.append(f"vectors   {summary['to_reembed']} chunks hold vectors of another embedding model than this "
                      f"genome's ({summary['vector_model']}): a running backend re-embeds them within a minute, "
                      "a stopped one when it starts")
     if summary.get("vectors_left_out"):
         left, again = summary["vectors_left_out"], summary["embedded_again"]
-        lines.append(f"vectors   {left} genes came with another embedding model's vectors than this team genome's "
+        lines.append(f"vectors   {left} chunks came with another embedding model's vectors than this team genome's "
                      f"({summary['vector_model']}): " + (f"{again} embedded again with it" if again else
                                                          "not embedded here (no model, or not the team's): "
                                                          "POST /admin/kv-backfill on a team backend embeds them"))

@@ -115,7 +115,7 @@ def _ago(at: float | None) -> str:
 def _print_list(status: dict[str, Any]) -> None:
     print(status["summary"])
     if isinstance(status.get("indexed_genes"), int):  # the count /stats, the dashboard and the tray show
-        print(f"{status['indexed_genes']:,} genes indexed in all (a gene shared by files counts once)")
+        print(f"{status['indexed_genes']:,} indexed chunks in all (a chunk shared by files counts once)")
     for row in status["sources"]:
         line = (f"  {row['state']:<9} {row['files']:>7,} files {row['genes']:>8,} chunks  "
                 f"indexed {_ago(row['last_indexed']):<12} {row['path']}")

@@ -68,7 +68,7 @@ def test_the_tray_and_the_dashboard_show_how_far_the_reembed_is(server_factory, 
         while time.monotonic() < deadline and "64 of" not in line:
             line = _line(supervisor)
             time.sleep(0.1)
-        assert line == f"Re-embedding for the new model: 64 of {total:,} genes ({100 * 64 / total:.0f} %)", line
+        assert line == f"Re-embedding for the new model: 64 of {total:,} chunks ({100 * 64 / total:.0f} %)", line
         _dashboard_shows(server.url, f"64/{total}", f"re-embedding for the new model: 64 of {total}")
     finally:
         release.set()

@@ -52,10 +52,10 @@ def test_every_view_shows_the_same_count_right_after_an_index(settings: Settings
             assert cli.main(["sources", "list", "--json"]) == 0
             counts["helix sources list"] = json.loads(capsys.readouterr().out)["indexed_genes"]
             assert cli.main(["sources", "list"]) == 0
-            assert f"{truth:,} genes indexed in all" in capsys.readouterr().out
+            assert f"{truth:,} indexed chunks in all" in capsys.readouterr().out
             tray.refresh()
             lines = [entry.text for entry in supervisor_status(app)]
-            counts["tray"] = int(next(x for x in lines if x.startswith("Genes: ")).split()[1].replace(",", ""))
+            counts["tray"] = int(next(x for x in lines if x.startswith("Indexed chunks: ")).split()[2].replace(",", ""))
         assert counts == dict.fromkeys(counts, truth), counts
     finally:
         tray.close()

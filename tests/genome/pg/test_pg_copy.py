@@ -273,7 +273,7 @@ def test_an_import_into_a_team_genome_embeds_again_genes_that_came_with_another_
     monkeypatch.setenv("HELIX_NER_ENABLED", "false")
     assert main(["import", str(out), "--remap", f"tree={tree}"]) == 0
     said = capsys.readouterr().out
-    assert f"vectors   {with_vectors} genes came with another embedding model's vectors" in said, said
+    assert f"vectors   {with_vectors} chunks came with another embedding model's vectors" in said, said
     assert f"{with_vectors} embedded again with it" in said, said
 
     team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
