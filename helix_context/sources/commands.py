@@ -204,7 +204,7 @@ def _rename_indexed(settings: Settings, roots: RootMap, name: str) -> int:
         print(f"source {old} is now the shared source {new}")
     if done.files_renamed or done.files_dropped:
         print(f"{done.files_renamed} file(s) indexed under {folder} now named @{name}/…; {done.files_dropped} "
-              f"already indexed under their shared name were retired here ({done.genes_reindexed} gene(s) re-indexed)")
+              f"already indexed under their shared name were retired here ({done.genes_reindexed} indexed chunk(s) re-indexed)")
     return 0
 
 
