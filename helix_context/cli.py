@@ -346,13 +346,39 @@ def cmd_genome_copy(args: argparse.Namespace) -> int:
             summary = copy_genome(helix.genome, target, progress=lambda done, total: print(
                 f"\rcopied {done}/{total} files", end="", file=sys.stderr, flush=True))
             print(file=sys.stderr)
+            left = summary.pop("left_to_embed")
+            summary["left_to_embed"], summary["embedded"] = len(left), _embed_copied(target, left, helix.settings)
         finally:
             target.close()
     finally:
         helix.close()
     summary["target"] = safe_url(args.to) if is_postgres_url(args.to) else summary["target"]
     _print_json(summary)
+    if summary["embedded"] < summary["left_to_embed"]:
+        print(f"helix genome copy: {summary['left_to_embed'] - summary['embedded']} chunks held vectors of another "
+              f"model than {summary['vector_model']} (a re-embed was under way) and were copied without one: "
+              "POST /admin/kv-backfill on a backend of the copy embeds them", file=sys.stderr)
     return 0
+
+
+def _embed_copied(target: Any, gene_ids: list[str], settings: Settings) -> int:
+    """Embed, in the copy, the genes whose source vector was another model's (a re-embed under way), when this
+    machine's model is the copy's; how many got a vector."""
+    if not gene_ids or not settings.embedding.enabled:
+        return 0
+    from helix_context.ingest.embed import Embedder
+    from helix_context.ingest.reembed import embed_rowids
+
+    cfg = settings.embedding
+    embedder = Embedder.load(model=cfg.model, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
+                             batch_size=cfg.batch_size)
+    try:
+        if embedder.model_name != target.vector_model:
+            return 0
+        rowids = [g.rowid for i in gene_ids if (g := target.get_gene(i)) is not None and g.rowid is not None]
+        return embed_rowids(target, embedder, cfg, rowids)
+    finally:
+        embedder.close()
 
 
 # ── maintenance ──

@@ -6,6 +6,11 @@ with their spans in that file, their symbols and vectors — and writes it with 
 the way an ingest would. The copy therefore answers the same questions with the same pointers
 (tests/genome/pg/test_pg_copy.py). Not copied: retired genes, and genes no file holds (texts
 posted to /ingest without a path); the summary counts them.
+
+Vectors: the target records the source's embedding model, so its vectors are searched as that model's (a
+target left at its default would have labelled a code-minilm genome's vectors MiniLM, and a MiniLM backend
+would then have compared its questions with another model's vectors). A vector of another model (a re-embed
+was under way in the source) is not copied: `left_to_embed` names those genes for the caller to embed.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ from helix_context.models import Gene, Symbol
 FILES_PER_BATCH = 32
 
 
-def _file_genes(src: GenomeStore, path: str) -> list[tuple[Gene, np.ndarray | None]]:
-    """The file's genes with their spans *in this file* and the symbols that start in them."""
+def _file_genes(src: GenomeStore, path: str, stale: list[str]) -> list[tuple[Gene, np.ndarray | None]]:
+    """The file's genes with their spans *in this file* and the symbols that start in them; the ids of those whose
+    vector another model made are added to `stale` (copied without one)."""
     symbols: dict[int, list[Symbol]] = {}
     for row in src.symbols_of_path(path):
         symbols.setdefault(row.gene, []).append(Symbol(row.name, row.kind, row.start_line, row.end_line))
     out: list[tuple[Gene, np.ndarray | None]] = []
-    for gene in src.genes_for_source(path):
+    genes = src.genes_for_source(path)
+    waiting = set(src.stale_vectors_among([g.rowid for g in genes if g.rowid is not None]))
+    stale.extend(g.gene_id for g in genes if g.rowid in waiting)
+    for gene in genes:
         rowid = gene.rowid
         if rowid is None:
             continue
@@ -47,10 +56,13 @@ def copy_genome(src: GenomeStore, dst: GenomeStore, *, progress: Callable[[int, 
     if dst.file_records():
         raise GenomeError(f"the target genome {dst.path} already holds files: copy into an empty one "
                           "(a new SQLite path, or an empty PostgreSQL database)")
+    dst.use_vector_model(src.vector_model)
+    left_to_embed: list[str] = []
     records: list[FileRecord] = sorted(src.file_records().values(), key=lambda r: r.path)
     copied_files = copied_genes = 0
     for start in range(0, len(records), FILES_PER_BATCH):
-        writes = [SourceWrite(r, r.path, _file_genes(src, r.path)) for r in records[start:start + FILES_PER_BATCH]]
+        writes = [SourceWrite(r, r.path, _file_genes(src, r.path, left_to_embed))
+                  for r in records[start:start + FILES_PER_BATCH]]
         for write, result in zip(writes, dst.replace_sources(writes)):
             if isinstance(result, GenomeError):
                 raise GenomeError(f"copy stopped at {write.path}: {result}; the target holds the files before it")
@@ -60,4 +72,5 @@ def copy_genome(src: GenomeStore, dst: GenomeStore, *, progress: Callable[[int, 
             progress(copied_files, len(records))
     live = src.live_gene_count()
     return {"files": copied_files, "genes": copied_genes, "source_live_genes": live,
-            "not_copied_genes": max(0, live - dst.live_gene_count()), "target": str(dst.path)}
+            "not_copied_genes": max(0, live - dst.live_gene_count()), "target": str(dst.path),
+            "vector_model": src.vector_model, "left_to_embed": list(dict.fromkeys(left_to_embed))}
