@@ -151,8 +151,7 @@ def main() -> int:
 
         settings = base.replace(embedding={"model": args.new})
         cfg = settings.embedding
-        embedder = Embedder.load(model=cfg.model, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
-                                 batch_size=cfg.batch_size)
+        embedder = Embedder.for_settings(cfg)
         genome = open_genome(settings)
         genome.use_vector_model(embedder.model_name)  # what start_reembed does first; the job itself is held
         total = genome.stale_vector_count()

@@ -370,8 +370,7 @@ def _embed_copied(target: Any, gene_ids: list[str], settings: Settings) -> int:
     from helix_context.ingest.reembed import embed_rowids
 
     cfg = settings.embedding
-    embedder = Embedder.load(model=cfg.model, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens),
-                             batch_size=cfg.batch_size)
+    embedder = Embedder.for_settings(cfg)
     try:
         if embedder.model_name != target.vector_model:
             return 0

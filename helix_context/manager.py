@@ -145,8 +145,7 @@ class HelixContextManager:
             return None, "off", "disabled in helix.toml ([embedding] enabled = false)"
         from helix_context.ingest.embed import Embedder
 
-        embedder = Embedder.load(model=cfg.model,
-                                 max_tokens=max(cfg.max_tokens, cfg.code_max_tokens), batch_size=cfg.batch_size)
+        embedder = Embedder.for_settings(cfg)
         self.reembed = start_reembed(self.genome, embedder, cfg)  # ingest/reembed.py: vectors of another model
         if embedder.fallback:
             return embedder, "fallback", f"{embedder.model_name}: {embedder.fallback}"

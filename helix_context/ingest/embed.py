@@ -26,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from helix_context.ingest.embed_models import (
     shipped_model,
 )
 from helix_context.ingest.onnx_graph import BertConfig
+
+if TYPE_CHECKING:
+    from helix_context.config import EmbeddingSettings
 
 __all__ = [
     "Embedder",
@@ -156,6 +159,11 @@ class Embedder:
         self._encode_batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+
+    @classmethod
+    def for_settings(cls, cfg: EmbeddingSettings) -> Embedder:
+        """The model `[embedding]` names, reading as many word pieces as its prose or code budget needs."""
+        return cls.load(model=cfg.model, max_tokens=max(cfg.max_tokens, cfg.code_max_tokens), batch_size=cfg.batch_size)
 
     @classmethod
     def load(cls, *, model: str = MINILM, max_tokens: int = 128, batch_size: int = 8,

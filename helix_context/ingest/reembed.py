@@ -151,6 +151,8 @@ def embed_genes(genome: Any, embedder: TextEmbedder, settings: EmbeddingSettings
     """Store the embedder's vector of each gene, read from the text the ingest embeds; how many were stored.
 
     `spread`: let the model use every core (a background job passes False: one core, questions go on)."""
+    if not genes:
+        return 0
     vectors = embedder.embed([embedding_text(g) for g in genes], [embedding_tokens(g, settings) for g in genes],
                              spread=spread)
     items = [(g.rowid, vec) for g, vec in zip(genes, vectors, strict=True) if g.rowid is not None]
