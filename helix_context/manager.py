@@ -175,13 +175,20 @@ class HelixContextManager:
 
     def _load_tagger(self) -> tuple[Tagger, str, str]:
         tagger = self._new_tagger()
-        status = "active" if tagger.status not in ("off", "rules") else "degraded"
-        return tagger, status, tagger.status
+        if not self.settings.ner.enabled:  # the user's choice, not a fault: /health stays ok
+            return tagger, "off", "disabled in helix.toml ([ner] enabled = false)"
+        if tagger.status == "off":
+            return tagger, "degraded", "spaCy cannot be imported: regex tags only (pip install spacy)"
+        if tagger.status == "rules":
+            return tagger, "degraded", "rules (no spaCy NER model installed)"
+        return tagger, "active", tagger.status
 
     def _load_compressor(self) -> tuple[Compressor, str, str]:
         from helix_context.answer.compress import Compressor
 
         compressor = Compressor(use_headroom=self.settings.assembly.headroom)
+        if not self.settings.assembly.headroom:  # the user's choice: plain truncation, /health stays ok
+            return compressor, "off", "disabled in helix.toml ([assembly] headroom = false)"
         if compressor.available:
             return compressor, "active", "headroom-ai"
         return compressor, "fallback", compressor.reason
@@ -235,7 +242,7 @@ class HelixContextManager:
             return {"status": "degraded", "detail": "rules (no spaCy NER model installed)"}
         if name == "headroom":
             if not self.settings.assembly.headroom:
-                return {"status": "fallback", "detail": "disabled (HELIX_DISABLE_HEADROOM=1)"}
+                return {"status": "off", "detail": "disabled in helix.toml ([assembly] headroom = false)"}
             ok = importlib.util.find_spec("headroom") is not None
             return {"status": "available" if ok else "fallback",
                     "detail": "headroom-ai" if ok else "headroom-ai not installed: plain truncation"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -117,8 +118,19 @@ def _load_tokenizer(model_dir: Path, max_tokens: int) -> Any:
     return tok
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _readable(text: str) -> str:
+    """``text`` with lone surrogates (JSON's ``\\ud800``, never valid UTF-8) as U+FFFD: the tokenizer refuses
+    them, and one such character in a chat message cost the whole chat its context."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
+
+
 def _cut(text: str, chars: int) -> str:
-    """The text's start up to its last whitespace before ``chars``; the text itself when shorter."""
+    """The text's start up to its last whitespace before ``chars`` (the text itself when shorter), readable
+    by the tokenizer."""
+    text = _readable(text)
     if len(text) <= chars:
         return text
     head = text[:chars]
@@ -296,7 +308,7 @@ class Embedder:
         ids = [enc.ids for enc in encodings]
         short = [i for i, seq in enumerate(ids) if len(seq) < limits[i] and len(cut[i]) < len(texts[i])]
         if short:
-            again = self._encode_batch([texts[i] for i in short], add_special_tokens=True)
+            again = self._encode_batch([_readable(texts[i]) for i in short], add_special_tokens=True)
             for i, enc in zip(short, again, strict=True):
                 ids[i] = enc.ids
         for i, seq in enumerate(ids):

@@ -49,6 +49,18 @@ class BertConfig:
 
     @classmethod
     def from_model_dir(cls, model_dir: Path) -> BertConfig:
+        """The model's shape from its config.json; a damaged file raises EmbedderUnavailable (the embedder then
+        falls back to MiniLM, or runs without vectors) instead of a bare JSON or key error."""
+        try:
+            return cls._read(model_dir)
+        except EmbedderUnavailable:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise EmbedderUnavailable(f"the model's {model_dir / 'config.json'} is unreadable "
+                                      f"({type(exc).__name__}: {exc}); reinstall helix-context") from exc
+
+    @classmethod
+    def _read(cls, model_dir: Path) -> BertConfig:
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")
         if act != "gelu":

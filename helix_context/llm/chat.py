@@ -293,9 +293,14 @@ class ChatProxy:
         self._done(prepared, answer)
         return Completion(data, raw)
 
-    async def open_stream(self, prepared: PreparedChat) -> ChatStream:
-        return await self.upstream.open_stream(prepared.payload, num_ctx=self._num_ctx(prepared),
-                                               on_done=functools.partial(self._done, prepared))
+    async def open_stream(self, prepared: PreparedChat,
+                          is_disconnected: Callable[[], Awaitable[bool]] | None = None) -> ChatStream:
+        """Start a streaming chat. With ``is_disconnected``, a caller that hangs up before the upstream's
+        first byte (a model still loading) cancels the upstream request, as :meth:`complete` does; once the
+        stream runs, the response's own disconnect handling closes it."""
+        call = self.upstream.open_stream(prepared.payload, num_ctx=self._num_ctx(prepared),
+                                         on_done=functools.partial(self._done, prepared))
+        return await (call if is_disconnected is None else unless_caller_leaves(call, is_disconnected))
 
     def _num_ctx(self, prepared: PreparedChat) -> int | None:
         """num_ctx matters to Ollama only: an upstream known to speak OpenAI is spared the token count."""

@@ -28,6 +28,7 @@ from helix_context.llm.wire import (
     SSE_DONE,
     chunk_event,
     finish_reason_of,
+    ollama_chat_problem,
     new_completion_id,
     openai_tool_calls,
     sse_event,
@@ -136,6 +137,10 @@ class ChatStream:
             except ValueError:
                 log.warning("unreadable line from Ollama: %.200s", line)
                 continue
+            problem = ollama_chat_problem(data)
+            if problem is not None:
+                yield self._error_event(f"Ollama sent a line the proxy cannot relay ({problem}): {line[:200]}")
+                return
             if data.get("error"):
                 yield self._error_event(f"Ollama: {data['error']}")
                 return

@@ -31,8 +31,15 @@ from helix_context.config import ProxySettings
 from helix_context.llm.lean_http import LeanHTTPTransport, RawResponse, Timeouts
 from helix_context.llm.profiles import MIN_NUM_CTX
 from helix_context.llm.streaming import Answer, ChatStream
-from helix_context.llm.wire import HELIX_FIELDS, ollama_models_to_openai, ollama_to_openai, openai_to_ollama
+from helix_context.llm.wire import (
+    HELIX_FIELDS,
+    ollama_chat_problem,
+    ollama_models_to_openai,
+    ollama_to_openai,
+    openai_to_ollama,
+)
 from helix_context.llm.wire_json import json_bytes
+from helix_context.redact import redact_url
 
 log = logging.getLogger("helix.proxy")
 
@@ -89,7 +96,7 @@ def _advice(kind: str | None, model: str | None = None) -> str:
         return "Is the OpenAI-compatible server running and serving that model?"
     pull = f" and the model pulled (`ollama pull {model}`)" if model else ""
     return (f"Is Ollama running (`ollama serve`){pull}, or your OpenAI-compatible server started? "
-            "Set [proxy] upstream_url (HELIX_PROXY_UPSTREAM_URL) to where it listens")
+            "Set [proxy] upstream_url (HELIX_PROXY_UPSTREAM_URL) to where it listens.")
 
 
 def _upstream_message(response: httpx.Response | RawResponse) -> str:
@@ -174,7 +181,9 @@ class UpstreamClient:
     def __init__(self, settings: ProxySettings, *, transport: httpx.AsyncBaseTransport | None = None,
                  client: httpx.AsyncClient | None = None, api_key: str = "") -> None:
         self.settings = settings
-        self.url = settings.upstream_url
+        # the URL as messages and logs show it: a user:password in upstream_url stays out of both
+        # (every chat client that shows an error would otherwise hold the upstream's password)
+        self.url = redact_url(settings.upstream_url)
         self.base_url = normalise_base_url(settings.upstream_url)
         self._kind: str | None = settings.upstream_kind if settings.upstream_kind != "auto" else None
         self._kind_lock = asyncio.Lock()
@@ -228,6 +237,11 @@ class UpstreamClient:
                 except ValueError:
                     pass
             return "openai"  # /v1/models may need a key or be missing; chat will say so
+        except httpx.TimeoutException:
+            raise UpstreamError(
+                f"timed out after {timeout.read:g} s asking the upstream LLM server at {self.url} what kind of "
+                "server it is. Is it running and answering? Setting [proxy] upstream_kind (HELIX_PROXY_UPSTREAM_KIND) "
+                "to \"ollama\" or \"openai\" skips this check.", code="upstream_timeout") from None
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, None, None) from None
 
@@ -319,10 +333,16 @@ class UpstreamClient:
             raise UpstreamError(f"the upstream {self.url} answered {path} with something that is not JSON: "
                                 f"{response.text[:200]!r}", code="upstream_bad_response") from None
         if kind == "ollama":
-            if not isinstance(data, dict) or data.get("error"):
-                raise UpstreamError(f"Ollama at {self.url}: {data.get('error') if isinstance(data, dict) else data}",
-                                    code="upstream_error")
+            problem = ollama_chat_problem(data)
+            if problem is not None:
+                raise UpstreamError(f"the upstream {self.url} answered {path} with {problem}: {raw[:200]!r}",
+                                    code="upstream_bad_response")
+            if data.get("error"):
+                raise UpstreamError(f"Ollama at {self.url}: {data['error']}", code="upstream_error")
             data = ollama_to_openai(data, model=str(model))
+        elif not isinstance(data, dict):
+            raise UpstreamError(f"the upstream {self.url} answered {path} with JSON that is not a chat completion "
+                                f"object: {raw[:200]!r}", code="upstream_bad_response")
         # relayed as it came only when it already is the OpenAI answer, in UTF-8; else the dict is encoded
         relay = raw if kind == "openai" and isinstance(data, dict) and json.detect_encoding(raw) == "utf-8" else None
         answer = Answer(finished=True)

@@ -195,6 +195,30 @@ def new_completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}
+
+
+def ollama_chat_problem(data: Any) -> str | None:
+    """Why `data` is not an Ollama /api/chat answer (or stream line) the proxy can relay, or None.
+
+    Why: a broken or foreign upstream can send any JSON value; the relay read it as a dict and failed
+    with a 500 (or a stream cut off with no error event). The caller answers 502 / an error event
+    saying what came instead."""
+    if not isinstance(data, dict):
+        return f"{_JSON_TYPES.get(type(data), 'a value')} instead of a chat answer object"
+    msg = data.get("message")
+    if msg is None:
+        return None
+    if not isinstance(msg, dict):
+        return f"its message is {_JSON_TYPES.get(type(msg), 'a value')}, not an object"
+    if not isinstance(msg.get("content") or "", str) or not isinstance(msg.get("thinking") or "", str):
+        return "its message content is not text"
+    if not isinstance(msg.get("tool_calls") or [], list):
+        return "its message's tool_calls is not a list"
+    return None
+
+
 def ollama_to_openai(data: Mapping[str, Any], *, model: str, completion_id: str | None = None) -> dict[str, Any]:
     """Ollama's final /api/chat answer as an OpenAI chat.completion."""
     msg = data.get("message") or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from helix_context.query_text import echo
 from helix_context.server.deps import get_helix, get_settings
 from helix_context.errors import Forbidden, InvalidRequest, NotFound, UnprocessableRequest
 from helix_context.server.bodies import ContextRequest, FingerprintRequest, IngestRequest, PacketRequest
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def context(body: ContextRequest, helix: HelixContextManager = Depends(get_helix)) -> dict[str, Any]:
@@ -75,6 +78,9 @@ def ingest(body: IngestRequest, helix: HelixContextManager = Depends(get_helix),
         raise UnprocessableRequest("content is empty: nothing to ingest")
     if "\x00" in body.content:
         raise UnprocessableRequest("content contains NUL bytes: send text, not binary data")
+    if not body.content.isascii() and _SURROGATE.search(body.content):  # JSON's "\ud800": not storable as UTF-8
+        raise UnprocessableRequest("content holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
+                                   "which is not text: send the text as UTF-8")
     metadata = body.metadata_dict()
     if body.project and "project" not in metadata:
         metadata["project"] = body.project

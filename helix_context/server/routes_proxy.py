@@ -60,7 +60,7 @@ async def answer_chat(proxy: ChatProxy, body: ChatCompletionRequest, request: Re
         prepared = await proxy.prepare(body, headers=request.headers,
                                        client_host=request.client.host if request.client else None)
         if prepared.stream:
-            stream = await proxy.open_stream(prepared)
+            stream = await proxy.open_stream(prepared, is_disconnected=request.is_disconnected)
             return StreamingResponse(stream, media_type="text/event-stream",
                                      headers={**prepared.headers(), "Cache-Control": "no-cache",
                                               "X-Accel-Buffering": "no"})

@@ -206,8 +206,7 @@ class GuardMiddleware:
             except ValueError:
                 too_big = False
             if too_big:
-                await _send_json(send, 413, {"error": {"message": f"request body over {self.max_body_bytes} bytes; "
-                                 "send less or raise [server] max_body_bytes", "type": "payload_too_large"}})
+                await _send_json(send, 413, BodyTooLarge.body(self.max_body_bytes))
                 return
 
         limit = self.max_body_bytes
@@ -219,7 +218,7 @@ class GuardMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise BodyTooLarge()
+                    raise BodyTooLarge(limit)
             return message
 
         if set_cookie:
@@ -227,8 +226,17 @@ class GuardMiddleware:
         try:
             await self.app(scope, limited_receive, send)
         except BodyTooLarge:
-            await _send_json(send, 413, {"error": {"message": f"request body over {limit} bytes", "type": "payload_too_large"}})
+            await _send_json(send, 413, BodyTooLarge.body(limit))
 
 
 class BodyTooLarge(Exception):
-    pass
+    """A body read past [server] max_body_bytes (a chunked one: no Content-Length said so up front)."""
+
+    def __init__(self, limit: int = 0) -> None:
+        super().__init__(f"request body over {limit} bytes")
+        self.limit = limit
+
+    @staticmethod
+    def body(limit: int) -> dict[str, Any]:
+        return {"error": {"message": f"request body over {limit} bytes; send less or raise [server] max_body_bytes",
+                          "type": "payload_too_large"}}

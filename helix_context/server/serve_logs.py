@@ -39,6 +39,8 @@ def serve_log_config(settings: Settings) -> tuple[dict[str, Any], Path]:
             "uvicorn.error": {"level": level},
             "uvicorn.access": {"handlers": ["file"], "level": level, "propagate": False},
             "helix": {"handlers": ["file", "stderr"], "level": level, "propagate": False},
+            # modules that log under their own name (re-embed progress, the model fallback, the tagger)
+            "helix_context": {"handlers": ["file", "stderr"], "level": level, "propagate": False},
         },
     }
     return config, path

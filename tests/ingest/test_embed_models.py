@@ -95,6 +95,19 @@ def test_damaged_artifact_falls_back_to_minilm(code_copy: Path, caplog: pytest.L
     assert "damaged" in _one_fallback_line(caplog)
 
 
+@pytest.mark.parametrize("config", ["{not json", "{}", "[1, 2]"])
+def test_a_damaged_config_json_falls_back_to_minilm(code_copy: Path, config: str,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The model's config.json is not hashed by the manifest: a damaged one turned dense search off (a bare
+    JSONDecodeError / KeyError in /health) instead of falling back to MiniLM."""
+    (code_copy / "config.json").write_text(config)
+    with caplog.at_level(logging.WARNING):
+        emb = Embedder.load(model="code-minilm")
+    assert emb.model_key == "minilm" and "config.json" in (emb.fallback or "")
+    assert "reinstall helix-context" in _one_fallback_line(caplog)
+    assert emb.embed(TEXTS).shape == (2, 384)
+
+
 def test_unreadable_tensors_with_a_matching_manifest_fall_back(code_copy: Path, tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """Garbage whose hash the manifest was edited to match: onnxruntime's load fails, not the server."""

@@ -38,6 +38,19 @@ def test_health_reports_parts_upstream_and_pid(server) -> None:
     assert history and history[-1]["status"] == data["status"]
 
 
+def test_parts_switched_off_in_helix_toml_leave_health_ok(settings, server_factory) -> None:
+    """NER and headroom turned off by the user read "off", as embeddings did: they counted as degraded, so
+    /health (and the tray's icon) said "degraded" for good over a choice the user made."""
+    server = server_factory(settings.replace(ner={"enabled": False}, assembly={"headroom": False},
+                                             embedding={"enabled": False}))
+    server.app.state.helix.load_parts()
+    data = httpx.get(server.url + "/health").json()
+    assert {name: part["status"] for name, part in data["parts"].items()} == {
+        "embeddings": "off", "ner": "off", "headroom": "off"}, data["parts"]
+    assert data["status"] == "ok" and data["degraded"] == [], data
+    assert "helix.toml" in data["parts"]["ner"]["detail"]
+
+
 def test_context_packet_fingerprint_stats(server) -> None:
     with server.client() as c:
         ctx = c.post("/context", json={"query": "which port does the server use"}).json()
@@ -96,12 +109,38 @@ def test_malformed_json_unknown_task_empty_and_huge_queries(server) -> None:
     assert r.status_code == 422 and "NUL" in r.json()["error"]["message"]
     r = httpx.post(server.url + "/ingest", json={"content": "x", "path": "/tmp"})
     assert r.status_code == 422
+    # a lone surrogate cannot be stored as UTF-8: refused, where it was a 200 that stored nothing
+    r = httpx.post(server.url + "/ingest", content=b'{"content": "def f():\\n    return 1 \\ud800"}',
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "lone surrogate" in r.json()["error"]["message"], r.text
+
+
+def test_bodies_that_cannot_be_read_say_what_to_fix(server) -> None:
+    """FastAPI answers every unreadable body with "There was an error parsing the body" (and a JSON error
+    with "1: JSON decode error"); the message says what is wrong with it instead."""
+    cases = [(b'{"query": "port",', 422, "not valid JSON"),
+             ('{"query": "caf\xe9"}'.encode("latin-1"), 400, "not UTF-8"),
+             (b"[" * 100_000 + b"]" * 100_000, 400, "nested too deeply")]
+    for body, status, needle in cases:
+        for route in ("/context", "/ingest"):
+            r = httpx.post(server.url + route, content=body, headers={"content-type": "application/json"})
+            assert r.status_code == status and needle in r.json()["error"]["message"], (route, r.status_code, r.text)
 
 
 def test_huge_body_is_refused_and_the_server_keeps_serving(settings, server_factory) -> None:
     server = server_factory(settings.replace(server={"max_body_bytes": 10_000}))
     r = httpx.post(server.url + "/ingest", json={"content": "z" * 50_000})
     assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"]
+
+    def chunks():  # no Content-Length: the limit is found while reading (it was a 400 "error parsing the body")
+        yield b'{"query": "'
+        for _ in range(10):
+            yield b"z" * 5_000
+        yield b'"}'
+
+    for route in ("/context", "/ingest", "/v1/chat/completions"):
+        r = httpx.post(server.url + route, content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]["message"], (route, r.text)
     assert httpx.get(server.url + "/health").status_code == 200
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import socket
 import sys
 import threading
 import time
@@ -106,6 +107,23 @@ def test_non_stream_injects_expressed_context_for_ollama(stub, start):
     assert num_ctx >= estimate_messages_tokens(sent["json"]["messages"]) + 64
     assert sent["json"]["options"]["num_predict"] == 64
     assert "/no_think" not in systems[0] and "temperature" not in sent["json"]["options"]  # not a small model
+
+
+def test_a_lone_surrogate_in_a_chat_keeps_its_context(stub, settings, server_factory):
+    """A chat message may carry a lone surrogate (`\\ud800`, which JSON allows); it is passed on to the model,
+    and retrieval reads the rest: the embedding model's tokenizer refused it, and the chat went without
+    context. Embeddings on: the tokenizer is the part that failed."""
+    cfg = _settings(settings, stub.url).replace(embedding={"enabled": True})
+    server = server_factory(cfg)
+    server.app.state.helix.ingest(FACT, content_type="text", metadata={"path": "srv/zorblax/README.md"})
+    body = ('{"model": "llama3.1:8b", "messages": [{"role": "user", "content": "\\ud800 ' + QUESTION + '"}]}')
+    with server.client() as http:
+        resp = http.post("/v1/chat/completions", content=body.encode(), headers={"content-type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-helix-context"] == "injected"
+    sent = stub.last_chat()["json"]
+    assert "48213" in _system_texts(sent)[0]
+    assert sent["messages"][-1]["content"] == "\ud800 " + QUESTION
 
 
 def test_num_ctx_grows_with_a_long_prompt(stub, start):
@@ -300,6 +318,20 @@ def test_upstream_500_and_timeout_are_502(stub, start):
         assert http.get("/health").status_code == 200
 
 
+def test_a_kind_probe_that_times_out_says_its_own_limit_and_how_to_skip_it(start):
+    """The probe has its own limit (twice connect_timeout_s); the message named timeout_s and told the user
+    to raise it, which does not change the probe. The upstream: a port that accepts and never answers."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        _, client = start(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=30.0)
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": "hi"}])
+    message = info.value.body["message"]
+    assert info.value.status_code == 502 and info.value.body["code"] == "upstream_timeout"
+    assert "timed out after 2 s" in message and "upstream_kind" in message, message
+
+
 def test_unknown_model_is_a_clear_404(stub, openai_stub, start):
     _, client = start(stub.url)
     with pytest.raises(openai.NotFoundError) as info:
@@ -387,6 +419,66 @@ def test_caller_hanging_up_on_a_slow_answer_cancels_the_upstream_request(stub, s
     assert stub.last_chat()["aborted"]
     stub.mode = "ok"
     assert client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_caller_hanging_up_before_a_stream_starts_cancels_the_upstream_request(stub, start):
+    """A streaming chat waits for the upstream's first byte (Ollama loading a model); a caller that leaves
+    then, and retries, must not pile up requests the upstream keeps working on until timeout_s."""
+    server, client = start(stub.url, timeout_s=60.0)
+    client.models.list()
+    stub.mode = "hang"
+    body = {"model": "llama3.1:8b", "stream": True, "messages": [{"role": "user", "content": "think hard"}]}
+    with httpx.Client(base_url=server.url) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            http.post("/v1/chat/completions", json=body, timeout=httpx.Timeout(1.0))
+    assert stub.wait_aborted(5), "the proxy kept waiting on the upstream stream after its caller left"
+    assert stub.last_chat()["aborted"]
+    stub.mode = "ok"
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+        model="llama3.1:8b", stream=True, messages=[{"role": "user", "content": "hi"}]))
+
+
+@pytest.mark.parametrize(("kinds", "odd"), [(("ollama", "openai"), "hello"), (("ollama", "openai"), [1, 2]),
+                                            (("ollama", "openai"), None),
+                                            (("ollama", "openai"), {"message": "hello", "done": True}),
+                                            (("ollama", "openai"), {"message": {"content": 7}, "done": True}),
+                                            (("openai",), [1, 2])])
+def test_an_upstream_answer_that_is_no_chat_object_is_a_502_or_a_stream_error(kinds, odd, start):
+    """A broken or foreign upstream answering a JSON value that is no chat answer: the caller gets a 502
+    saying so (a stream: an error event), not a 500 or a stream cut off without a word."""
+    with UpstreamStub(kinds=kinds) as upstream:
+        server, client = start(upstream.url)
+        client.models.list()
+        upstream.mode, upstream.odd = "odd", odd
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": "hi"}])
+        assert info.value.status_code == 502, info.value.body
+        assert info.value.body["code"] == "upstream_bad_response" and upstream.url in info.value.body["message"]
+        if "ollama" in kinds:  # an OpenAI-kind stream is relayed as its server sends it
+            with pytest.raises(openai.APIError, match="cannot relay"):
+                for _ in client.chat.completions.create(model="llama3.1:8b", stream=True,
+                                                        messages=[{"role": "user", "content": "hi"}]):
+                    pass
+        upstream.mode = "ok"
+        assert client.chat.completions.create(model="llama3.1:8b", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_a_password_in_the_upstream_url_stays_out_of_errors_and_logs(stub, start, caplog):
+    """/health redacted upstream_url's user:password; the proxy's own errors and log lines did not, so every
+    chat client that shows an error held the upstream's password."""
+    url = stub.url.replace("http://", "http://helix:s3cr3t-pw@")
+    server, client = start(url)
+    with caplog.at_level("INFO", logger="helix.proxy"):
+        client.models.list()
+        stub.mode = "fail"
+        for stream in (False, True):
+            with pytest.raises(openai.APIStatusError) as info:
+                client.chat.completions.create(model="llama3.1:8b", stream=stream,
+                                               messages=[{"role": "user", "content": "hi"}])
+            assert info.value.status_code == 502
+            message = info.value.body["message"]
+            assert "s3cr3t-pw" not in message and f"***@127.0.0.1:{stub.port}" in message, message
+    assert "detected as ollama" in caplog.text and "s3cr3t-pw" not in caplog.text
 
 
 def test_many_concurrent_streams(stub, start):

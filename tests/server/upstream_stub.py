@@ -7,7 +7,8 @@ Serves on 127.0.0.1 (free port) in a background thread:
 
 Every request is recorded (method, path, headers, parsed JSON body). Switches:
 ``mode`` = "ok" | "fail" (500) | "hang" (sleep ``hang_s`` before answering) |
-"cut" (close the connection mid-answer); ``chunk_delay`` between stream chunks;
+"cut" (close the connection mid-answer) | "odd" (the answer, and each stream line, is the JSON
+value ``odd``: a broken or foreign upstream); ``chunk_delay`` between stream chunks;
 ``kinds`` = which wire formats answer ({"ollama", "openai"}; the other's routes 404,
 like llama.cpp's server has no /api/*). A model not in ``models`` gets each
 format's 404. A stream whose reader went away is counted in ``aborted``.
@@ -175,6 +176,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(404, {"error": {"message": f"The model `{model}` does not exist",
                                                 "type": "invalid_request_error", "code": "model_not_found"}})
             return
+        if stub.mode == "odd":
+            raw = json.dumps(stub.odd).encode()
+            if not body.get("stream"):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return
+            self._start_chunked("application/x-ndjson" if ollama else "text/event-stream")
+            self._chunk(raw + b"\n" if ollama else b"data: " + raw + b"\n\n")
+            self._end_chunked()
+            return
         reply = stub.reply_for(body)
         words = [w + " " for w in reply.split(" ")]
         words[-1] = words[-1].rstrip()
@@ -251,6 +265,7 @@ class UpstreamStub:
         self.models = list(models)
         self.reply = reply
         self.mode = "ok"
+        self.odd: Any = None  # what mode "odd" answers
         self.hang_s = 30.0
         self.chunk_delay = 0.0
         self.aborted = 0
