@@ -7,9 +7,11 @@ exactly one JSON document on stdout so scripts can parse it.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,19 +40,12 @@ def _print_json(data: Any) -> None:
 # ── ingest / stats ──
 
 
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes surrogateescape could not decode
 EXIT_NOTHING = 1  # ran fine, found nothing relevant (like grep)
 EXIT_USAGE = 2  # bad input: a missing path, an empty query, a broken config
 EXIT_UNREACHABLE = 3  # the backend did not answer
+EXIT_GENOME = 4  # the index cannot be read or written: damaged, the disk full, a target refused
 
-# ContextHealth.status in the words a user reads
-_STATUS_WORDS = {
-    "aligned": "answer found",
-    "refreshed": "answer found (some files were re-read from disk)",
-    "sparse": "little relevant found",
-    "stale": "answer found, but its files changed since they were indexed",
-    "denatured": "nothing relevant found",
-    "silent": "nothing relevant found in this project",
-}
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -153,16 +148,18 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(window.to_dict())
     else:
+        from helix_context.models import STATUS_WORDS
+
         print(window.expressed_context)
         health = window.context_health
         live = (f" re-read from disk={health.refreshed_from_disk} left out (source changed/gone)={health.stale_dropped}"
                 if health.refreshed_from_disk or health.stale_dropped else "")
-        words = _STATUS_WORDS.get(health.status, health.status)
+        words = STATUS_WORDS.get(health.status, health.status)
         why = f" ({health.reason})" if health.reason else ""
         project = f", project {window.project}" if window.project else ""
         print(f"\n{words}{why}: {health.genes_expressed} of {health.genes_available} matching chunks used, "
               f"{window.tokens} tokens{project}{live}", file=sys.stderr)
-    return EXIT_NOTHING if window.context_health.status in ("denatured", "silent") else 0
+    return EXIT_NOTHING if window.context_health.status in ("denatured", "over_budget", "silent") else 0
 
 
 def cmd_packet(args: argparse.Namespace) -> int:
@@ -219,11 +216,17 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
 
 def _fingerprint_batch(helix: Any, args: argparse.Namespace) -> int:
     """One JSON object per line in, one per line out: evaluations pay start-up once."""
-    source = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")
+    # undecodable bytes are kept as lone surrogates, so such a line is skipped by number, not the whole batch
+    source = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape") if args.batch == "-"
+              else open(args.batch, encoding="utf-8", errors="surrogateescape"))
     bad = 0
     with source:
         for lineno, line in enumerate(source, 1):
             if not line.strip():
+                continue
+            if not line.isascii() and _NOT_UTF8.search(line):
+                bad += 1
+                print(f"line {lineno}: not UTF-8 text; skipped", file=sys.stderr)
                 continue
             try:
                 item = json.loads(line)
@@ -507,13 +510,54 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except GenomeError as exc:
         print(f"helix: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_GENOME
     except ValueError as exc:
         print(f"helix: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("helix: interrupted; everything committed so far is kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `helix fingerprint … | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+        return 1
+    except OSError as exc:
+        code, message = _os_failure(exc)
+        print(f"helix: {message}", file=sys.stderr)
+        return code
+    except Exception as exc:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.Error):
+            raise
+        print(f"helix: {_sqlite_failure(exc)}", file=sys.stderr)
+        return EXIT_GENOME
+
+
+def _os_failure(exc: OSError) -> tuple[int, str]:
+    """A file the command had to read or write failed: one line saying which, and what to do."""
+    import errno
+
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno == errno.ENOSPC:
+        return EXIT_GENOME, f"no space left on the disk{where}: free some space and run it again (what was already " \
+                            "stored is kept)"
+    if exc.errno in (errno.EROFS, errno.EIO):
+        return EXIT_GENOME, f"{exc.strerror}{where}: the disk cannot be written; nothing was changed"
+    if exc.errno == errno.EISDIR:
+        return 2, f"{exc.filename2 or exc.filename} is a folder: give a file name"
+    return 2, f"{exc.strerror or exc}{where}"
+
+
+def _sqlite_failure(exc: Exception) -> str:
+    """SQLite's error in a user's words: a damaged file, a full disk, or the message as it came."""
+    text = str(exc)
+    if "malformed" in text or "not a database" in text:
+        return (f"the genome file is damaged ({text}); `helix check` lists the problems. Move the file aside, then "
+                "import an export (`helix import`) or ingest your folders again")
+    if "disk is full" in text or "disk I/O" in text:
+        return f"the genome could not be written ({text}): free some space and run it again (what was stored is kept)"
+    return f"the genome could not be used ({text})"
 
 
 if __name__ == "__main__":

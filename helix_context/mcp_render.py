@@ -23,17 +23,11 @@ import re
 from collections import Counter
 from typing import Any
 
+from helix_context.models import STATUS_WORDS
+
 GROUPS = ("verified", "stale_risk", "needs_refresh")
 ITEMS_PER_UNIT = 8  # one file's items per line, at most this many (a line must fit in a page)
 
-# ContextHealth.status in the words a user reads
-STATUS_WORDS = {
-    "aligned": "answer found",
-    "refreshed": "answer found (some files were re-read from disk)",
-    "sparse": "little relevant found",
-    "stale": "answer found, but its files changed since they were indexed",
-    "denatured": "nothing relevant found",
-}
 
 _GENE_OPEN = re.compile(r'<GENE src="([^"]*)"')
 _LIVE_NUMBER = re.compile(r"\blive_truth \d+(?:\.\d+)? ")

@@ -148,3 +148,15 @@ class Retrieval:
     project: str | None = None  # the project answered from: the scope named, else the one the evidence led to
     silence: str = ""  # why nothing is returned for a message about nothing indexed (weigh/silence.py)
     silence_features: dict[str, Any] = field(default_factory=dict)
+
+
+# ContextHealth.status in the words a user reads (the CLI, the MCP tools)
+STATUS_WORDS = {
+    "aligned": "answer found",
+    "refreshed": "answer found (some files were re-read from disk)",
+    "sparse": "little relevant found",
+    "stale": "answer found, but its files changed since they were indexed",
+    "denatured": "nothing relevant found",
+    "over_budget": "relevant excerpts found, but none fits the token budget",
+    "silent": "nothing relevant found in this project",
+}

@@ -58,6 +58,27 @@ def test_nothing_relevant_exits_1_and_says_so_plainly(tmp_path: Path) -> None:
             assert word not in done.stderr, (args, word, done.stderr)
 
 
+def test_the_same_file_in_two_projects_answers_in_each_and_a_new_project_re_indexes_it(tmp_path: Path) -> None:
+    """`--project pb` on a copy of a file `pa` already held was a success that changed nothing: pb stayed an
+    unknown project and the copy's chunks answered under pa. A file indexed under another project is indexed
+    again when `--project` names a new one."""
+    text = 'def settle_invoice(ledger, invoice):\n    """Settle an invoice against the ledger."""\n    return ledger\n'
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "billing.py").write_text(text)
+    assert cli("ingest", str(tmp_path / "a"), "--project", "pa", "--quiet").returncode == 0
+    assert cli("ingest", str(tmp_path / "b"), "--project", "pb", "--quiet").returncode == 0
+    for project, folder in (("pa", "a"), ("pb", "b")):
+        done = cli("fingerprint", "settle an invoice", "--project", project)
+        assert done.returncode == 0, done.stderr
+        assert str(tmp_path / folder / "billing.py") in done.stdout, done.stdout
+        assert str(tmp_path / ("b" if folder == "a" else "a")) not in done.stdout, done.stdout
+    assert cli("ingest", str(tmp_path / "a"), "--project", "pc", "--quiet").returncode == 0  # the folder moves
+    done = cli("fingerprint", "settle an invoice", "--project", "pc")
+    assert done.returncode == 0 and str(tmp_path / "a" / "billing.py") in done.stdout, done.stdout + done.stderr
+    assert "unknown project 'pa'" in cli("fingerprint", "settle an invoice", "--project", "pa").stderr
+
+
 def test_a_packet_line_names_the_function_it_points_at(tmp_path: Path) -> None:
     src = tmp_path / "billing.py"
     src.write_text('"""Invoices."""\n\n\ndef apply_late_fee(invoice, days_overdue):\n'
@@ -145,3 +166,84 @@ def test_an_import_of_another_models_vectors_says_so_and_stats_counts_them(tmp_p
     stats = cli("stats")
     assert f"re-embed        {genes:,} chunks hold vectors of another embedding model" in stats.stdout, stats.stdout
     assert json.loads(cli("stats", "--json").stdout)["vectors_to_reembed"] == genes
+
+
+def _small_tree(root: Path, files: int = 30) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (root / f"mod{i}.py").write_text(f'def handler_{i}(request):\n    """Answer request {i} with its port."""\n'
+                                         f"    return {i}\n" * 20)
+    return root
+
+
+def test_a_damaged_genome_is_named_by_check_and_every_command_says_what_to_do(tmp_path: Path, helix_home: Path) -> None:
+    """`helix check`, the command for this case, printed a sqlite3 traceback; so did stats, export and vacuum."""
+    assert cli("ingest", str(_small_tree(tmp_path / "tree")), "--quiet").returncode == 0
+    assert cli("checkpoint").returncode == 0
+    genome = helix_home / "genome.db"
+    with genome.open("r+b") as fh:  # three pages of noise in the middle of the file
+        fh.seek(4096 * 3)
+        fh.write(os.urandom(4096 * 3))
+    done = cli("check")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["problems"], report
+    for args in (("stats",), ("export", str(tmp_path / "out.helix")), ("vacuum",)):
+        done = cli(*args)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        assert done.returncode == 4 and "damaged" in done.stderr and "helix import" in done.stderr, (args, done.stderr)
+
+
+def test_a_query_with_bytes_that_are_not_utf8_is_answered(tmp_path: Path) -> None:
+    """Pasted logs hold Latin-1 bytes; Python hands them over as lone surrogates, which the embedding model's
+    tokenizer refused: a TypeError traceback and exit 1 ("nothing relevant found")."""
+    assert cli("ingest", str(_small_tree(tmp_path / "tree", 3)), "--quiet").returncode == 0
+    env = {"HELIX_EMBEDDING_ENABLED": "true"}
+    query = b"which handler answers the request port \xff\xfe"
+    for args in (("query", "-"), ("fingerprint", "-"), ("packet", "-")):
+        done = subprocess.run([sys.executable, "-m", "helix_context.cli", *args], capture_output=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": str(REPO), "HELIX_NER_ENABLED": "false", **env},
+                              cwd=REPO, input=query)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, (args, done.stderr[-600:])
+        assert b"mod" in done.stdout, args
+    batch = tmp_path / "batch.jsonl"
+    batch.write_bytes(b'{"id": 1, "query": "handler request \\ud800"}\n\xff\xfe not text\n{"id": 2, "query": "port"}\n')
+    done = cli("fingerprint", "--batch", str(batch), env=env)
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 2], done.stderr
+    assert "line 2: not UTF-8 text; skipped" in done.stderr and done.returncode == 1
+    done = cli("fingerprint", "--batch", str(tmp_path / "missing.jsonl"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "missing.jsonl" in done.stderr
+
+
+def test_output_cut_short_by_a_pipe_ends_quietly(tmp_path: Path) -> None:
+    assert cli("ingest", str(_small_tree(tmp_path / "tree")), "--quiet").returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_EMBEDDING_ENABLED": "false", "HELIX_NER_ENABLED": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "helix_context.cli", "fingerprint", "handler request",
+                             "--max-results", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    stderr = proc.stderr.read().decode()
+    proc.wait(60)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+def test_an_export_never_replaces_a_folder_a_device_or_a_link(tmp_path: Path) -> None:
+    """The file is renamed into place: a symbolic link became a local file, and run as root `helix export
+    /dev/null` would have deleted the device."""
+    assert cli("ingest", str(_small_tree(tmp_path / "tree", 2)), "--quiet").returncode == 0
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    done = cli("export", str(folder))
+    assert done.returncode == 2 and "is a folder" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    done = cli("export", str(fifo))
+    assert done.returncode == 2 and "not a file" in done.stderr and fifo.is_fifo(), done.stderr
+    real = tmp_path / "nas" / "latest.helix"
+    real.parent.mkdir()
+    real.write_text("an older export")
+    link = tmp_path / "latest.helix"
+    link.symlink_to(real)
+    assert cli("export", str(link)).returncode == 0
+    assert link.is_symlink() and real.read_bytes()[:4] != b"an o" and real.stat().st_size > 100

@@ -56,7 +56,9 @@ class ContextHealth:
     density: float  # share of delivered tokens from genes that match the query literally
     freshness: float  # mean freshness of delivered genes
     resolution_confidence: float  # how sure we are the best gene answers the query
-    status: str  # aligned | refreshed | sparse | stale | denatured | silent (the message is about nothing indexed)
+    # aligned | refreshed | sparse | stale | denatured (nothing relevant) | over_budget (relevant excerpts, none
+    # fits the budget) | silent (the message is about nothing indexed)
+    status: str
     genes_expressed: int
     genes_available: int
     # the live source check (weigh/live_serve.py): genes left out because their file changed beyond
@@ -64,7 +66,8 @@ class ContextHealth:
     stale_dropped: int = 0
     refreshed_from_disk: int = 0
     live_check: tuple[str, ...] = ()  # one line per refreshed / dropped gene: src and why
-    reason: str = ""  # status "silent": why the message got no context (weigh/silence.py)
+    reason: str = ""  # status "silent" / "over_budget": why the message got no context (weigh/silence.py)
+
 
 
 @dataclass(frozen=True)
@@ -188,10 +191,13 @@ def _live_fields(live: LiveServe | None) -> dict[str, Any]:
 
 
 def _health(retrieval: Retrieval, delivered: Sequence[ScoredGene], token_counts: Sequence[int],
-            weigh_settings: WeighSettings, now: float, live: LiveServe | None = None) -> ContextHealth:
+            weigh_settings: WeighSettings, now: float, live: LiveServe | None = None,
+            too_small: str = "") -> ContextHealth:
+    """`too_small`: why nothing was delivered though genes were ranked (the budget has no room for one)."""
     qs = retrieval.query
     if not delivered:
-        return ContextHealth(0.0, 0.0, 0.0, 0.0, "denatured", 0, retrieval.candidates, **_live_fields(live))
+        return ContextHealth(0.0, 0.0, 0.0, 0.0, "over_budget" if too_small else "denatured", 0,
+                             retrieval.candidates, **_live_fields(live), reason=too_small)
     wanted = list(dict.fromkeys([*qs.terms, *(i.lower() for i in qs.identifiers)]))
     text = " ".join(i.gene.content.lower() + " " + (i.gene.source_path or "").lower() for i in delivered)
     cov = sum(1 for w in wanted if w in text) / len(wanted) if wanted else 0.0
@@ -263,17 +269,18 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
     blocks: list[tuple[ScoredGene, str, int]] = []
     delivered: list[DeliveredGene] = []
     wanted = _wanted(qs)
+    needed = 0  # the budget the first excerpt would have needed, when it found no room
     for item in items:
         remaining = budget - used
-        if remaining < MIN_GENE_TOKENS:
-            break
         facts = _facts_for(item, wanted)
         opening = _gene_opening(item, facts)
         opening_tokens = count_tokens_kept(opening)
         # the tags, and the line breaks after the body and the block (a break is at most one token more)
         overhead = opening_tokens + count_tokens_kept(_CLOSE) + 2
         room = remaining - overhead
-        if room < MIN_GENE_TOKENS // 2:
+        if remaining < MIN_GENE_TOKENS or room < MIN_GENE_TOKENS // 2:
+            if not blocks:
+                needed = used + max(MIN_GENE_TOKENS, overhead + MIN_GENE_TOKENS // 2)
             break
         size = count_tokens_kept(item.gene.content)
         if size <= min(room, settings.compress_min_tokens):
@@ -317,7 +324,9 @@ def assemble(retrieval: Retrieval, compressor: CompressorLike | None, *, budget_
     parts.append(footer)
     text = "\n".join(parts) if blocks or (note and note in parts) else ""
     kept_items = [b[0] for b in blocks]
-    health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now, live)
+    too_small = (f"relevant excerpts were found, but a budget of {budget} tokens has no room for one (the best needs "
+                 f"about {needed}): raise budget_tokens") if needed else ""
+    health = _health(retrieval, kept_items, [b[2] for b in blocks], weigh_settings, now, live, too_small)
     stages = dict(retrieval.stage_seconds)
     stages["assemble"] = time.perf_counter() - started
     return ContextWindow(

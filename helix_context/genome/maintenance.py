@@ -62,7 +62,12 @@ class MaintenanceMixin(GeneUpkeepMixin):
         return {"bytes_before": before, "bytes_after": self.db_bytes()}
 
     def integrity_check(self) -> list[str]:
-        problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
+        """SQLite's own page and index checks; a file too damaged to check is itself the problem found."""
+        try:
+            problems = [r[0] for r in self.conn.execute("PRAGMA integrity_check")]
+        except sqlite3.DatabaseError as exc:
+            return [f"{exc}: the genome file {self.path} is damaged; move it aside, then import an export "
+                    "(`helix import`) or ingest your folders again"]
         return [] if problems == ["ok"] else problems
 
     def db_bytes(self) -> int:

@@ -25,14 +25,20 @@ class TaggerLike(Protocol):
     def tag_many(self, chunks: Sequence[Chunk], path: str | None) -> list[tuple[str, ...]]: ...
 
 
-def gene_id_for(content: str, source_kind: str = "file") -> str:
-    """The content hash; text that did not come from a file on disk hashes with its kind in front.
+def gene_id_for(content: str, source_kind: str = "file", project: str | None = None) -> str:
+    """The content hash; text that did not come from a file on disk hashes with its kind in front, and
+    text of a project with the project's name.
 
     Why: identical chunks are stored once, and the first writer's provenance stays on the row. Kept
     apart, API text (or a session note) that copies a chunk of a file can never own that file's gene
-    and make it look like API text (unverifiable, pointing at another name).
+    and make it look like API text (unverifiable, pointing at another name). Likewise a gene has one
+    project: a file whose text another project already held (a second checkout, a vendored copy)
+    joined nothing of its own, so its project stayed unknown and questions scoped to it were answered
+    from the other project's files. Within a project identical chunks are still stored once.
     """
     data = content if source_kind == "file" else f"{source_kind}\x00{content}"
+    if project:  # length-prefixed: no name and text can spell another name and text
+        data = f"{len(project)}:{project}\x00{data}"
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -64,7 +70,7 @@ def make_genes(text: str, *, settings: Settings, tagger: TaggerLike | None, path
     for chunk, chunk_tags, symbols in zip(chunks, tags, held):
         facts = tuple(extract_facts(chunk.content, chunk.content_type, chunk.language))
         genes.append(Gene(
-            gene_id=gene_id_for(chunk.content, provenance.source_kind),
+            gene_id=gene_id_for(chunk.content, provenance.source_kind, project),
             content=chunk.content,
             content_type=chunk.content_type,
             language=chunk.language,

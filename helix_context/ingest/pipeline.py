@@ -280,6 +280,8 @@ class Ingestor:
             if progress is not None:
                 progress(index, total, key)
             previous = known.get(key)
+            if previous is not None and project is not None and previous.project != project:
+                previous = None  # indexed under another project: its chunks are made again as this one's
             if previous is not None and previous.stat_matches(entry.size, entry.mtime_ns):
                 report.files_unchanged += 1
                 continue

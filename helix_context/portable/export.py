@@ -25,6 +25,7 @@ from helix_context.genome import portable_sql as sql
 from helix_context.genome.schema import SCHEMA_VERSION
 from helix_context.genome.portable_sql import ExportReads
 from helix_context.genome.storage import GenomeStore
+from helix_context.errors import InvalidRequest
 from helix_context.genome.vectors import EMBED_DIM
 from helix_context.portable.fileformat import CHUNK, FORMAT_NAME, FORMAT_VERSION, MAGIC, HashingWriter, line
 from helix_context.portable.paths import ExportRoots
@@ -85,10 +86,24 @@ def _payload(reads: ExportReads, gz: Any, counts: dict[str, int], roots: ExportR
         put("vector_changes", {"t": "vector_change", "gene": gene_id})
 
 
+def _writable_target(target: Path) -> Path:
+    """Where the export file goes: `target`, or the file a symbolic link there names (the link stays).
+
+    Why: the file is renamed into place, which replaces whatever sits at the name. A link
+    (`latest.helix -> /mnt/nas/...`) became a local file, and a device or a pipe (`/dev/null`,
+    `/dev/stdout`, run as root) was deleted and replaced by a regular file."""
+    if target.is_symlink():
+        target = target.resolve()
+    if target.exists() and not target.is_file():
+        kind = "a folder" if target.is_dir() else "a device, pipe or socket"
+        raise InvalidRequest(f"{target} is {kind}, not a file: give the name of the export file to write")
+    return target
+
+
 def export_genome(genome: GenomeStore, path: str | Path) -> dict[str, Any]:
     """Write the whole genome to `path` (atomically: a temp file renamed into place). Returns a summary."""
     started = time.perf_counter()
-    target = Path(path).expanduser()
+    target = _writable_target(Path(path).expanduser())
     target.parent.mkdir(parents=True, exist_ok=True)
     counts = dict.fromkeys((*COUNTED, "retired_genes", "with_embeddings", "spans"), 0)
     fd, payload_name = tempfile.mkstemp(prefix=".helix-export-", suffix=".payload", dir=target.parent)

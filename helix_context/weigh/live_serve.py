@@ -142,7 +142,7 @@ def _refreshed_gene(gene: Gene, chunk: Chunk, current: _Current, now: float) -> 
     prov = dataclasses.replace(gene.provenance, observed_at=now, last_verified_at=now,
                                source_mtime=current.mtime, source_hash=current.digest)
     return dataclasses.replace(
-        gene, gene_id=gene_id_for(chunk.content), content=chunk.content, start_line=chunk.start_line,
+        gene, gene_id=gene_id_for(chunk.content, gene.provenance.source_kind, gene.project), content=chunk.content, start_line=chunk.start_line,
         end_line=chunk.end_line, symbol=chunk.symbol or gene.symbol,
         facts=tuple(extract_facts(chunk.content, chunk.content_type, chunk.language)), provenance=prov)
 

@@ -115,6 +115,19 @@ def test_malformed_json_unknown_task_empty_and_huge_queries(server) -> None:
     assert r.status_code == 422 and "lone surrogate" in r.json()["error"]["message"], r.text
 
 
+def test_a_budget_too_small_for_any_excerpt_says_so(server) -> None:
+    """Relevant chunks were found but none fit: that read "nothing relevant found" (denatured, no reason), which
+    sends the user to ingest files that are already indexed."""
+    for budget in (10, 50):
+        r = httpx.post(server.url + "/context", json={"query": "which port does the server use", "budget_tokens": budget})
+        health = r.json()["context_health"]
+        assert r.status_code == 200 and health["status"] == "over_budget", health
+        assert "budget_tokens" in health["reason"] and health["genes_available"] >= 1, health
+    health = httpx.post(server.url + "/context", json={"query": "which port does the server use",
+                                                       "budget_tokens": 2000}).json()["context_health"]
+    assert health["status"] not in ("over_budget", "denatured") and not health["reason"], health
+
+
 def test_bodies_that_cannot_be_read_say_what_to_fix(server) -> None:
     """FastAPI answers every unreadable body with "There was an error parsing the body" (and a JSON error
     with "1: JSON decode error"); the message says what is wrong with it instead."""

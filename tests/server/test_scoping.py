@@ -122,6 +122,53 @@ def test_without_a_project_the_evidence_decides_and_each_item_says_its_project(t
     assert results[0]["project"] == "forecast" and {r["project"] for r in results} == {"forecast"}
 
 
+RETRY = '''"""Retry a flaky call with exponential backoff (vendored into each service)."""
+
+import time
+
+
+def retry_with_backoff(call, attempts=5, base_delay_s=0.2):
+    """Call `call` until it succeeds, sleeping twice as long after each failure."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except OSError:
+            time.sleep(base_delay_s * 2 ** attempt)
+    return call()
+'''
+
+
+def test_a_file_two_projects_share_is_found_in_each_under_its_own_path(settings: Settings, server_factory,
+                                                                       tmp_path: Path) -> None:
+    """Two services vendor the same helper (or two checkouts of one repository are two projects): the second
+    copy's chunks were the first's genes, so its project held nothing of its own. A question scoped to it was
+    answered with the other project's file, or refused as an unknown project. Within one project identical
+    chunks are still stored once."""
+    billing = write(tmp_path / "work" / "billing" / "ledger.py", LEDGER).parent
+    write(billing / "vendor" / "retry.py", RETRY)
+    write(billing / "vendor" / "retry_copy.py", RETRY)  # the same text twice in one project: one set of genes
+    forecast = write(tmp_path / "work" / "forecast" / "weather.py", WEATHER).parent
+    write(forecast / "vendor" / "retry.py", RETRY)
+    server = server_factory(fast_settings(settings, watch=False))
+    with server.client() as client:
+        for folder in (billing, forecast):
+            assert client.post("/sources", json={"path": str(folder)}).status_code == 202
+    assert server.app.state.sources.wait_idle(60)
+    for project, folder in (("billing", billing), ("forecast", forecast)):
+        results = _post(server, "/fingerprint", query="retry a flaky call with exponential backoff",
+                        project=project).json()["results"]
+        assert "retry_with_backoff" in [r["symbol"] for r in results[:3]], results
+        assert all(r["project"] == project and r["source_id"].startswith(str(folder)) for r in results), results
+        window = _post(server, "/context", query="retry a flaky call with exponential backoff", project=project).json()
+        assert str(folder / "vendor") in window["expressed_context"], window["expressed_context"][:500]
+    genome = server.app.state.helix.genome
+    held = genome.conn.execute("SELECT project, COUNT(*) FROM genes WHERE content = ? GROUP BY project",
+                               (genome.conn.execute("SELECT content FROM genes g JOIN symbols s ON s.gene = g.id "
+                                                    "WHERE s.name = 'retry_with_backoff' LIMIT 1").fetchone()[0],)
+                               ).fetchall()
+    assert sorted(held) == [("billing", 1), ("forecast", 1)], held
+
+
 def test_unknown_project_is_refused_with_the_known_ones(two_projects) -> None:
     for route in ("/context", "/context/packet", "/fingerprint", "/context/refresh-plan"):
         r = _post(two_projects, route, query="load_config", project="payroll")
