@@ -13,6 +13,7 @@ Environment overrides: any setting can be set as ``HELIX_<SECTION>_<KEY>``
 from __future__ import annotations
 
 import dataclasses
+import math
 import getpass
 import logging
 import os
@@ -262,7 +263,15 @@ class Attribution:
     agent: str
 
 
-_MINIMUMS: dict[tuple[str, str], int] = {
+# Every number is finite and at least 0 (no setting means anything below); these need more, or less.
+_MINIMUMS: dict[tuple[str, str], float] = {
+    ("ingest", "max_file_bytes"): 1,
+    ("ingest", "max_chunk_chars"): 200,  # below this a chunk is a line or two: a file became dozens of genes
+    ("ingest", "read_timeout_s"): 0.1,
+    ("retrieval", "max_genes"): 1,
+    ("retrieval", "candidate_pool"): 1,
+    ("budget", "token_budget"): 1,
+    ("budget", "default_context_window"): 1,
     ("retention", "coactivation_per_gene"): 1,
     ("retention", "max_sessions"): 1,
     ("retention", "max_buffer_rows"): 1,
@@ -279,6 +288,13 @@ _MINIMUMS: dict[tuple[str, str], int] = {
     ("retrieval", "ann_threshold"): 0,
     ("genome", "mmap_mb"): 0,
     ("ner", "file_chars"): 0,
+}
+
+_MAXIMUMS: dict[tuple[str, str], float] = {
+    ("ingest", "max_chunk_chars"): 20_000,  # portable/validate.py refuses imported genes past 65,536 characters
+    ("retrieval", "score_floor"): 1.0,  # fractions of the best score
+    ("retrieval", "abstain_below"): 1.0,
+    ("budget", "zone_max_fraction"): 1.0,
 }
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -482,6 +498,18 @@ _RETIRED = {
 }
 
 
+def _check_range(value: float, key: tuple[str, str], where: str) -> None:
+    """ConfigError naming the key and the file for a number outside what the setting can mean: NaN, infinity,
+    a negative count or weight (`max_genes = -5` made every answer "nothing relevant found")."""
+    if not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
+    low, high = _MINIMUMS.get(key, 0), _MAXIMUMS.get(key)
+    if value < low:
+        raise ConfigError(f"{where} must be at least {low:g}, got {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"{where} must be at most {high:g}, got {value!r}")
+
+
 def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -499,9 +527,8 @@ def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> An
         choices = _CHOICES.get((name, key))
         if choices and coerced not in choices:
             raise ConfigError(f"[{name}] {key} in {source} must be one of {', '.join(choices)}, got {coerced!r}")
-        low = _MINIMUMS.get((name, key))
-        if low is not None and coerced < low:
-            raise ConfigError(f"[{name}] {key} in {source} must be at least {low}, got {coerced!r}")
+        if isinstance(coerced, int | float) and not isinstance(coerced, bool):
+            _check_range(coerced, (name, key), f"[{name}] {key} in {source}")
         values[key] = coerced
     return cls(**values)
 
@@ -527,6 +554,12 @@ def _env_overrides(env: typing.Mapping[str, str]) -> dict[str, dict[str, Any]]:
                 if key in hints:
                     out.setdefault(section, {})[key] = _parse_env_value(raw, hints[key], var)
                 break
+    for section, values in out.items():  # a value out of range names its variable, not the file
+        for key, value in values.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                var = next((v for v, sk in _ENV_ALIASES.items() if sk == (section, key) and v in env),
+                           f"HELIX_{section.upper()}_{key.upper()}")
+                _check_range(value, (section, key), f"{var} (environment)")
     return out
 
 

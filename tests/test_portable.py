@@ -103,7 +103,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 
     dst = Genome(tmp_path / "b.db")
     result = portable.import_genome(dst, tmp_path / "out" / "genome.hxg", remap=remap(tmp_path / "a.db"))
-    assert result["genes"] == {"new": 6, "skipped": 0, "overwritten": 0}
+    assert result["genes"] == {"new": 6, "skipped": 0, "overwritten": 0, "outdated": 0}
     assert result["links"]["new"] == 3 and result["files"]["new"] == 2 and result["spans_added"] == 6
     assert result["sources_added"] == [str(tree(tmp_path / "a.db"))] and result["refused"]["total"] == 0
     assert result["changed"] and result["generation_after"] == result["generation_before"] + 1
@@ -190,7 +190,7 @@ def test_skip_existing_keeps_ours_and_adds_the_rest(conflict) -> None:
     export, target = conflict
     g = Genome(target)
     result = portable.import_genome(g, export, strategy="skip_existing", remap=confirm(export))
-    assert result["genes"] == {"new": 1, "skipped": 2, "overwritten": 0}
+    assert result["genes"] == {"new": 1, "skipped": 2, "overwritten": 0, "outdated": 0}
     assert set(result["examples"]["skipped"]) == {gid(CONTENT_OLD_HERE), gid(CONTENT_NEW_HERE)}
     assert result["examples"]["new"] == [gid(CONTENT_FILE_ONLY)]
     for content in (CONTENT_OLD_HERE, CONTENT_NEW_HERE):
@@ -204,7 +204,7 @@ def test_overwrite_takes_the_files_metadata(conflict) -> None:
     export, target = conflict
     g = Genome(target)
     result = portable.import_genome(g, export, strategy="overwrite", remap=confirm(export))
-    assert result["genes"] == {"new": 1, "skipped": 0, "overwritten": 2}
+    assert result["genes"] == {"new": 1, "skipped": 0, "overwritten": 2, "outdated": 0}
     for content in (CONTENT_OLD_HERE, CONTENT_NEW_HERE):
         got = g.get_gene(gid(content))
         assert got.user == "file-user" and got.tier == "open" and got.source_path == str(export.parent / "p" / "m.py")
@@ -221,7 +221,7 @@ def test_newest_keeps_whichever_was_verified_last(conflict) -> None:
     export, target = conflict
     g = Genome(target)
     result = portable.import_genome(g, export, strategy="newest", remap=confirm(export))
-    assert result["genes"] == {"new": 1, "skipped": 1, "overwritten": 1}
+    assert result["genes"] == {"new": 1, "skipped": 1, "overwritten": 1, "outdated": 0}
     assert result["examples"]["overwritten"] == [gid(CONTENT_OLD_HERE)]  # ours (100) older than the file's (500)
     assert result["examples"]["skipped"] == [gid(CONTENT_NEW_HERE)]  # ours (900) newer
     assert g.get_gene(gid(CONTENT_OLD_HERE)).user == "file-user"
@@ -245,7 +245,7 @@ def test_dry_run_reports_the_plan_and_changes_nothing(conflict) -> None:
     mtime = target.stat().st_mtime_ns
     plan = portable.import_genome(g, export, strategy="overwrite", dry_run=True, remap=confirm(export))
     assert plan["dry_run"] and plan["would_change"] and not plan["changed"]
-    assert plan["genes"] == {"new": 1, "skipped": 0, "overwritten": 2}
+    assert plan["genes"] == {"new": 1, "skipped": 0, "overwritten": 2, "outdated": 0}
     assert plan["spans_added"] == 3 and plan["files"]["new"] == 1
     assert plan["sources_added"] == [str(export.parent / "p")]
     assert set(plan["examples"]["overwritten"]) == {gid(CONTENT_OLD_HERE), gid(CONTENT_NEW_HERE)}
@@ -329,6 +329,16 @@ def corrupt_cases(tmp_path: Path, good: Path) -> dict[str, tuple[Path, str]]:
          "header announces 5")
     case("not_json_line", write_export(tmp_path / "not_json_line", gzip.compress(b"{\"t\": \"gene\"\nhello\n")),
          "not JSON")
+    # well-formed JSON that no Helix writes: a 23 KB file whose one "chunk" made every later question take 85 s,
+    # a line gzip inflates to hundreds of MB, NaN and 100-bit numbers (tracebacks from SQLite before)
+    case("huge_gene", write_export(tmp_path / "huge_gene", gzip.compress(jsonl(
+        dict(good_gene_record(), content="a" * 70_000)))), "longer than any Helix stores")
+    case("huge_line", write_export(tmp_path / "huge_line", gzip.compress(
+        b'{"t": "gene", "content": "' + b"a" * (2 << 20) + b'"}\n')), "longer than any record")
+    case("nan_time", write_export(tmp_path / "nan_time", gzip.compress(jsonl(
+        dict(good_gene_record(), observed_at=float("nan"))))), "'observed_at' has the wrong type or is out of range")
+    case("huge_line_number", write_export(tmp_path / "huge_line_number", gzip.compress(jsonl(
+        dict(good_gene_record(), start_line=10 ** 30)))), "'start_line' has the wrong type or is out of range")
     cases["missing"] = (tmp_path / "does-not-exist.hxg", "does not exist")
     cases["folder"] = (tmp_path, "is a folder")
     return cases

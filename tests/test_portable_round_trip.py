@@ -92,3 +92,45 @@ def test_answers_survive_a_round_trip_into_a_fresh_home(server_factory, tmp_path
     assert sum(len(a) for a in before) > 40
     assert any(symbol for answer in before[::2] for _, symbol, *_ in answer)
     assert after == before
+
+
+APP_V1 = 'MAX_RETRIES = 5\n\n\ndef open_genome(path):\n    """Open the genome database at path."""\n    return path\n'
+APP_V2 = ('MAX_RETRIES = 9\nTIMEOUT_SECONDS = 30\n\n\ndef open_genome(path):\n    """Open the genome database at path."""\n'
+          '    return path\n')
+
+
+def test_an_older_export_never_brings_back_what_a_file_no_longer_says(tmp_path: Path, helix_home: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """Imported into the genome it came from after a file changed: the file's record was kept (ours is newer)
+    but its old chunk and symbols were stored, and answered first (`MAX_RETRIES = 5`, symbols twice at old
+    lines); the file being unchanged on disk, no ingest removed them."""
+    from helix_context.manager import HelixContextManager
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "app.py").write_text(APP_V1)
+    settings = load_config().replace(embedding={"enabled": False}, ner={"enabled": False})
+    helix = HelixContextManager(settings)
+    try:
+        helix.ingest_path(tree)
+        assert cli.main(["export", str(tmp_path / "old.helix")]) == 0
+        (tree / "app.py").write_text(APP_V2)
+        helix.ingest_path(tree)
+        before = helix.genome.stats()["total_genes"]
+    finally:
+        helix.close()
+    capsys.readouterr()
+    assert cli.main(["import", str(tmp_path / "old.helix"), "--remap", f"{tree}={tree}", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["genes"]["outdated"] >= 1 and summary["genes"]["new"] == 0, summary["genes"]
+    helix = HelixContextManager(settings)
+    try:
+        assert helix.genome.stats()["total_genes"] == before
+        hits = helix.fingerprint("where is MAX_RETRIES set", 5)
+        assert hits[0]["symbol"] == "MAX_RETRIES", hits[0]
+        assert "MAX_RETRIES = 9" in helix.genome.get_gene(hits[0]["gene_id"]).content
+        assert not [g for g in helix.genome.iter_genes() if "MAX_RETRIES = 5" in g.content]
+        spans = helix.genome.conn.execute("SELECT name, start_line FROM symbols WHERE name = 'open_genome'").fetchall()
+        assert spans == [("open_genome", 5)], spans
+    finally:
+        helix.close()

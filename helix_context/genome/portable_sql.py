@@ -207,7 +207,7 @@ class ImportWrites(Protocol):
     def insert_gene(self, row: dict[str, Any]) -> int: ...
     def overwrite_gene(self, rowid: int, row: dict[str, Any]) -> None: ...
     def add_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int: ...
-    def existing_files(self, paths: Sequence[str]) -> dict[str, float]: ...
+    def existing_files(self, paths: Sequence[str]) -> dict[str, tuple[float, str]]: ...
     def upsert_file(self, row: dict[str, Any]) -> None: ...
     def link_state(self, a: int, b: int) -> tuple[float, float] | None: ...
     def write_link(self, a: int, b: int, count: float, last_at: float) -> None: ...
@@ -248,7 +248,7 @@ class SqliteImportWrites:
     def add_sources(self, rowid: int, sources: Sequence[Sequence[Any]]) -> int:
         return add_sources(self.conn, rowid, sources)
 
-    def existing_files(self, paths: Sequence[str]) -> dict[str, float]:
+    def existing_files(self, paths: Sequence[str]) -> dict[str, tuple[float, str]]:
         return existing_files(self.conn, paths)
 
     def upsert_file(self, row: dict[str, Any]) -> None:
@@ -343,15 +343,16 @@ def existing_genes(conn: sqlite3.Connection | Any, gene_ids: Sequence[str]) -> d
     return out
 
 
-def existing_files(conn: sqlite3.Connection | Any, paths: Sequence[str]) -> dict[str, float]:
-    """{path: ingested_at} for the file records already stored."""
-    out: dict[str, float] = {}
+def existing_files(conn: sqlite3.Connection | Any, paths: Sequence[str]) -> dict[str, tuple[float, str]]:
+    """{path: (ingested_at, content_hash)} for the file records already stored."""
+    out: dict[str, tuple[float, str]] = {}
     items = list(dict.fromkeys(paths))
     for start in range(0, len(items), 500):
         batch = items[start:start + 500]
         marks = ",".join("?" * len(batch))
-        for path, ingested_at in conn.execute(f"SELECT path, ingested_at FROM files WHERE path IN ({marks})", batch):
-            out[path] = ingested_at
+        for path, ingested_at, content_hash in conn.execute(
+                f"SELECT path, ingested_at, content_hash FROM files WHERE path IN ({marks})", batch):
+            out[path] = (ingested_at, content_hash)
     return out
 
 

@@ -141,6 +141,11 @@ def verify_checksum(path: Path, header: dict[str, Any], offset: int) -> None:
         raise _mismatch(path)
 
 
+# The longest payload line read: a gene's text is at most MAX_GENE_CHARS (validate.py), six bytes each as a JSON
+# escape, with its vector and tags. Why a bound: gzip turns a 300 KB file into a 300 MB line.
+MAX_RECORD_BYTES = 1 << 20
+
+
 def raw_records(path: Path, header: dict[str, Any], offset: int) -> Iterator[tuple[int, dict[str, Any]]]:
     """(payload line number, record) for every record before the end record; the checksum is checked when
     the payload ends. Only the envelope is checked here (a JSON object with a known `t`)."""
@@ -154,7 +159,12 @@ def raw_records(path: Path, header: dict[str, Any], offset: int) -> Iterator[tup
         ended = False
         try:
             with gzip.GzipFile(fileobj=reader, mode="rb") as gz:  # type: ignore[call-overload]  # duck-typed reader
-                for lineno, text in enumerate(gz, 1):
+                lineno = 0
+                while text := gz.readline(MAX_RECORD_BYTES + 1):  # bounded: a tiny file may hold a huge line
+                    lineno += 1
+                    if len(text) > MAX_RECORD_BYTES:
+                        raise ExportFormatError(f"{path}: payload line {lineno} is over {MAX_RECORD_BYTES} bytes, "
+                                                "longer than any record Helix writes; the file is corrupt")
                     if ended:
                         raise ExportFormatError(f"{path}: records after the end record (line {lineno}); corrupt")
                     try:

@@ -37,16 +37,19 @@ class _Plan:
     """Decisions and counts for one import; also what a dry run reports."""
 
     def __init__(self) -> None:
-        self.genes = {"new": 0, "skipped": 0, "overwritten": 0}
+        # outdated: chunks (and symbols) of a file this genome indexes in another version, where the file's
+        # record is ours (skip_existing, newest): stored, they answered beside the current text and no ingest
+        # removed them (the file is unchanged on disk)
+        self.genes = {"new": 0, "skipped": 0, "overwritten": 0, "outdated": 0}
         self.files = {"new": 0, "skipped": 0, "overwritten": 0}
         self.links = {"new": 0, "updated": 0, "kept": 0, "dangling": 0}
-        self.symbols = {"new": 0, "kept": 0, "dangling": 0}
+        self.symbols = {"new": 0, "kept": 0, "dangling": 0, "outdated": 0}
         self.sessions = {"new": 0, "updated": 0, "kept": 0}
         self.activity = {"new": 0, "kept": 0}
         self.vector_changes = 0
         self.sources_added: list[str] = []
         self.spans_added = 0
-        self.examples: dict[str, list[str]] = {"new": [], "skipped": [], "overwritten": []}
+        self.examples: dict[str, list[str]] = {"new": [], "skipped": [], "overwritten": [], "outdated": []}
 
     def gene(self, outcome: str, gene_id: str) -> None:
         self.genes[outcome] += 1
@@ -101,6 +104,7 @@ class _Walk:
         self.files: list[dict[str, Any]] = []
         self.links: list[dict[str, Any]] = []
         self.planned: set[str] = set()  # genes a dry run would have added (they exist for what refers to them)
+        self.outdated_paths: set[str] = set()  # files this genome holds in another version, its record kept
 
     def run(self, records: Iterator[tuple[int, dict[str, Any]]], path: Path) -> None:
         for root in self.guard.roots.values():
@@ -113,6 +117,8 @@ class _Walk:
             kind = record["t"]
             if kind != "gene" and self.genes:  # what follows the genes refers to them: all in place first
                 self.flush_genes()
+            if kind not in ("gene", "file") and self.files:  # the symbols need to know which files are outdated
+                self.flush_files()
             if kind == "gene":
                 gene = self.guard.gene(record)
                 if gene is not None:
@@ -153,8 +159,34 @@ class _Walk:
         return {**gene, "source_path": None if path is None else self.name(path),
                 "sources": [[self.name(p), start, end] for p, start, end in gene["sources"]]}
 
+    def _current(self, genes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The genes with the spans of files this genome indexes in another version left out (the file's
+        record stays ours unless the strategy is overwrite, whose file records make the next ingest read
+        the file again); a gene left with no span is outdated and not imported."""
+        if self.strategy == "overwrite":
+            return genes
+        local = self.db.existing_files([s[0] for r in genes if r["source_kind"] == "file" for s in r["sources"]])
+        if not local:
+            return genes
+        out = []
+        for record in genes:
+            version = record["source_hash"]
+            if record["source_kind"] != "file" or not version:
+                out.append(record)
+                continue
+            kept = [s for s in record["sources"] if s[0] not in local or local[s[0]][1] == version]
+            if len(kept) == len(record["sources"]):
+                out.append(record)
+            elif kept:
+                path = record["source_path"] if record["source_path"] in {s[0] for s in kept} else kept[0][0]
+                out.append({**record, "sources": kept, "source_path": path})
+            else:
+                self.plan.gene("outdated", record["gene_id"])
+        return out
+
     def flush_genes(self) -> None:
         db, plan = self.db, self.plan
+        self.genes = self._current(self.genes)
         stored = db.existing_genes([r["gene_id"] for r in self.genes])
         for record in self.genes:
             gid = record["gene_id"]
@@ -184,12 +216,14 @@ class _Walk:
     def flush_files(self) -> None:
         stored = self.db.existing_files([r["path"] for r in self.files])
         for record in self.files:
-            outcome = _decide(self.strategy, None if record["path"] not in stored else (stored[record["path"]],),
-                              (record["ingested_at"],))
+            local = stored.get(record["path"])
+            outcome = _decide(self.strategy, None if local is None else (local[0],), (record["ingested_at"],))
             self.plan.files[outcome] += 1
+            if outcome == "skipped" and local is not None and local[1] != record["content_hash"]:
+                self.outdated_paths.add(record["path"])  # its symbols are of the other version too
             if self.write and outcome != "skipped":
                 self.db.upsert_file(record)
-                stored[record["path"]] = record["ingested_at"]
+                stored[record["path"]] = (record["ingested_at"], record["content_hash"])
         self.files.clear()
 
     def _rowids(self, gene_ids: Sequence[str]) -> dict[str, int]:
@@ -224,6 +258,9 @@ class _Walk:
         if located is None:
             return
         located = {**located, "path": self.name(located["path"])}
+        if located["path"] in self.outdated_paths:  # lines of another version of a file this genome holds
+            self.plan.symbols["outdated"] += 1
+            return
         gene = self._rowid(record["gene"], self._rowids([record["gene"]]))
         if gene is None:
             self.plan.symbols["dangling"] += 1

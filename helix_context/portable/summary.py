@@ -29,10 +29,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     sym, ses, act = summary["symbols"], summary["sessions"], summary["activity"]
     lines = [
         f"{head} (strategy {summary['strategy']})",
-        f"chunks    new {g['new']}, skipped {g['skipped']}, overwritten {g['overwritten']}; "
-        f"spans added {summary['spans_added']}",
+        f"chunks    new {g['new']}, skipped {g['skipped']}, overwritten {g['overwritten']}"
+        + (f", outdated {g['outdated']} (of files this index holds in a newer version)" if g.get("outdated") else "")
+        + f"; spans added {summary['spans_added']}",
         f"files     new {f['new']}, skipped {f['skipped']}, overwritten {f['overwritten']}",
-        f"symbols   new {sym['new']}, kept {sym['kept']}, dangling {sym['dangling']}",
+        f"symbols   new {sym['new']}, kept {sym['kept']}, dangling {sym['dangling']}"
+        + (f", outdated {sym['outdated']}" if sym.get("outdated") else ""),
         f"links     new {k['new']}, updated {k['updated']}, kept {k['kept']}, dangling {k['dangling']}",
         f"sessions  new {ses['new']}, updated {ses['updated']}, kept {ses['kept']}; "
         f"activity new {act['new']}, kept {act['kept']}",

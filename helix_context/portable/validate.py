@@ -29,6 +29,7 @@ import again. A record that is hostile is still refused on its own, as above.
 from __future__ import annotations
 
 import base64
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ from helix_context.portable.paths import inside, is_absolute_anywhere, join, rel
 from helix_context.sources.roots import RootMap, is_shared, split_root, split_shared
 
 GENE_ID = re.compile(r"[0-9a-f]{32}")
+# Longer than any chunk Helix stores ([ingest] max_chunk_chars is at most 20,000): a gene's whole text is read,
+# tokenized and compressed for every answer it is in, so one 20 MB "chunk" made every question take 85 s.
+MAX_GENE_CHARS = 65_536
+_SQLITE_INT = (-(2 ** 63), 2 ** 63 - 1)
 EMBEDDING_BYTES = 4 + EMBED_DIM  # float32 scale + int8 per dimension (store.encode_vector)
 REFUSALS_LISTED = 50
 
@@ -78,9 +83,9 @@ def _type_ok(value: Any, kind: str) -> bool:
         return isinstance(value, dict)
     if isinstance(value, bool):
         return False
-    if kind == "int":
-        return isinstance(value, int)
-    return isinstance(value, (int, float))
+    if kind == "int":  # what SQLite and PostgreSQL store as a 64-bit integer
+        return isinstance(value, int) and _SQLITE_INT[0] <= value <= _SQLITE_INT[1]
+    return isinstance(value, int | float) and math.isfinite(value)  # JSON's NaN / Infinity are no time or count
 
 
 def check_shape(record: dict[str, Any], path: Path, lineno: int) -> None:
@@ -93,11 +98,13 @@ def check_shape(record: dict[str, Any], path: Path, lineno: int) -> None:
         if name not in record:
             raise bad(f"{kind} record without {name!r}")
         if not _type_ok(record[name], expected):
-            raise bad(f"{kind} field {name!r} has the wrong type ({type(record[name]).__name__})")
+            raise bad(f"{kind} field {name!r} has the wrong type or is out of range ({str(record[name])[:40]})")
     if kind != "gene":
         return
     if not record["gene_id"] or len(record["gene_id"]) > 128:
         raise bad("gene_id is empty or too long")
+    if len(record["content"]) > MAX_GENE_CHARS:
+        raise bad(f"a gene of {len(record['content'])} characters, longer than any Helix stores ({MAX_GENE_CHARS})")
     tags = record.get("tags")
     if not isinstance(tags, list) or not all(isinstance(t, str) and "\n" not in t for t in tags):
         raise bad("tags must be a list of one-line strings")

@@ -128,7 +128,7 @@ class PgImportWrites:
 
     # ── files, symbols, sources ──
 
-    def existing_files(self, paths: Sequence[str]) -> dict[str, float]:
+    def existing_files(self, paths: Sequence[str]) -> dict[str, tuple[float, str]]:
         return shared.existing_files(self.tx, paths)
 
     def upsert_file(self, row: dict[str, Any]) -> None:
