@@ -57,33 +57,23 @@ def test_wrong_type_names_key_and_file(tmp_path: Path) -> None:
     assert "[server] port" in str(err.value) and str(cfg) in str(err.value)
 
 
-@pytest.mark.parametrize(("section", "key", "value", "low"), [
-    ("ingest", "workers", -1, 0),
-    ("embedding", "batch_size", 0, 1),
-    ("embedding", "max_tokens", 1, 2),
-    ("embedding", "code_max_tokens", 0, 2),
-    # these loaded and broke answers without a word: every answer "nothing relevant found", every excerpt left out
-    ("retrieval", "max_genes", -5, 1),
-    ("ingest", "max_file_bytes", -1, 1),
-    ("ingest", "max_chunk_chars", 0, 200),
-    ("budget", "token_budget", -100, 1),
-    ("retrieval", "weight_dense", -1.5, 0),
-])
-def test_values_below_their_minimum_name_key_file_and_minimum(tmp_path: Path, section: str, key: str, value: int,
-                                                              low: int) -> None:
-    cfg = tmp_path / "helix.toml"
-    cfg.write_text(f"[{section}]\n{key} = {value}\n")
-    with pytest.raises(ConfigError, match=rf"\[{section}\] {key} in .*helix.toml must be at least {low}"):
-        load_config(cfg, env={})
-
-
 @pytest.mark.parametrize(("section", "key", "value", "says"), [
+    ("ingest", "workers", -1, "must be at least 0"),
+    ("embedding", "batch_size", 0, "must be at least 1"),
+    ("embedding", "max_tokens", 1, "must be at least 2"),
+    ("embedding", "code_max_tokens", 0, "must be at least 2"),
+    # these loaded and broke answers without a word: every answer "nothing relevant found", every excerpt left out
+    ("retrieval", "max_genes", -5, "must be at least 1"),
+    ("ingest", "max_file_bytes", -1, "must be at least 1"),
+    ("ingest", "max_chunk_chars", 0, "must be at least 200"),
+    ("budget", "token_budget", -100, "must be at least 1"),
+    ("retrieval", "weight_dense", -1.5, "must be at least 0"),
     ("retrieval", "score_floor", "nan", "must be a finite number"),
     ("retrieval", "weight_fts", "inf", "must be a finite number"),
-    ("retrieval", "score_floor", "1.5", "must be at most 1"),
-    ("ingest", "max_chunk_chars", "1000000", "must be at most 20000"),
+    ("retrieval", "score_floor", 1.5, "must be at most 1"),
+    ("ingest", "max_chunk_chars", 1_000_000, "must be at most 20000"),
 ])
-def test_numbers_no_setting_can_mean_name_key_and_file(tmp_path: Path, section: str, key: str, value: str,
+def test_numbers_out_of_range_name_key_file_and_bound(tmp_path: Path, section: str, key: str, value: object,
                                                       says: str) -> None:
     cfg = tmp_path / "helix.toml"
     cfg.write_text(f"[{section}]\n{key} = {value}\n")
