@@ -33,6 +33,13 @@ def _manager(args: argparse.Namespace, settings: Settings | None = None):  # -> 
     return helix
 
 
+def _line(path: Any) -> str:
+    """A path on one line of output (a newline or tab in a file's name would split or shift it)."""
+    from helix_context.ingest.walk import shown_line
+
+    return shown_line(str(path))
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
@@ -88,6 +95,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(f"  skipped {skipped['path']}: {skipped['reason']}")
         if len(report.files_skipped) > 50:
             print(f"  … and {len(report.files_skipped) - 50} more (use --json for all)")
+    if report.not_stored:  # the files are fine, the index could not take them: not a success to a script
+        print(f"helix ingest: {report.not_stored} file(s) could not be stored in the index (reasons above); fix that "
+              "and run the ingest again (what was stored is kept)", file=sys.stderr)
+        return EXIT_GENOME
     return 0
 
 
@@ -179,10 +190,10 @@ def cmd_packet(args: argparse.Namespace) -> int:
     for section in ("verified", "stale_risk"):
         for item in data[section]:
             name = f"  {item['symbol']}" if item.get("symbol") else ""  # the function or class the lines hold
-            print(f"{item['verdict']:<14} {item['src']}{name}  live_truth={item['live_truth']:.2f}  "
+            print(f"{item['verdict']:<14} {_line(item['src'])}{name}  live_truth={item['live_truth']:.2f}  "
                   f"relevance={item['relevance']:.2f}  {item['reason']}")
     for target in data["refresh_targets"]:
-        print(f"refresh[{target['priority']}] {target['target_kind']} {target['source_id']}: {target['reason']}")
+        print(f"refresh[{target['priority']}] {target['target_kind']} {_line(target['source_id'])}: {target['reason']}")
     for note in data["notes"]:
         print(f"note: {note}")
     return found
@@ -203,14 +214,14 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
         print("nothing relevant found", file=sys.stderr)
     elif args.by == "file":
         for r in results:
-            print(f"{r['score']:.4f}  {r['source_id']}")
+            print(f"{r['score']:.4f}  {_line(r['source_id'])}")
             for s in r["symbols"]:
                 print(f"          {s['symbol'] or '(lines)'}  {s['start_line']}-{s['end_line']}")
     else:
         for r in results:
             signals = " ".join(f"{k}={v:.3f}" for k, v in r["signals"].items())
             name = f"  {r['symbol']}" if r.get("symbol") else ""
-            print(f"{r['score']:.4f}  {r['source_id']}:{r['start_line']}-{r['end_line']}{name}  {signals}")
+            print(f"{r['score']:.4f}  {_line(r['source_id'])}:{r['start_line']}-{r['end_line']}{name}  {signals}")
     return 0 if results else EXIT_NOTHING
 
 

@@ -247,3 +247,19 @@ def test_an_export_never_replaces_a_folder_a_device_or_a_link(tmp_path: Path) ->
     link.symlink_to(real)
     assert cli("export", str(link)).returncode == 0
     assert link.is_symlink() and real.read_bytes()[:4] != b"an o" and real.stat().st_size > 100
+
+
+def test_a_file_name_with_a_newline_stays_on_one_line_of_output(tmp_path: Path) -> None:
+    """A newline or tab in a name split `fingerprint`'s line and the `<GENE src=...>` opening the model reads."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "new\nline\t.py").write_text('def settle_invoice(ledger):\n    """Settle an invoice."""\n    return 1\n')
+    assert cli("ingest", str(tree), "--quiet").returncode == 0
+    done = cli("fingerprint", "settle an invoice")
+    first = done.stdout.splitlines()[0]
+    assert "new\\nline\\t.py:1-3" in first and "settle_invoice" in first, done.stdout
+    done = cli("query", "settle an invoice")
+    assert f'<GENE src="{tree}/new\\nline\\t.py:1-3">' in done.stdout, done.stdout
+    done = cli("packet", "settle an invoice")
+    assert "new\\nline\\t.py" in done.stdout and all("settle" in line or not line.startswith("verified")
+                                                       for line in done.stdout.splitlines()), done.stdout

@@ -22,6 +22,7 @@ from html import escape
 from typing import Any, Protocol
 
 from helix_context.config import AssemblySettings, WeighSettings
+from helix_context.ingest.walk import shown_line
 from helix_context.llm.profiles import ModelProfile, profile
 from helix_context.models import QuerySignals, Retrieval, ScoredGene
 from helix_context.query_text import echo
@@ -152,7 +153,7 @@ _CLOSE = "</GENE>"
 
 def _gene_opening(item: ScoredGene, facts: list[tuple[str, str]]) -> str:
     facts_attr = "; ".join(f"{k}={v}" for k, v in facts)
-    attrs = f'src="{_attr(item.gene.src)}"'
+    attrs = f'src="{_attr(shown_line(item.gene.src))}"'  # one line, whatever the file's name holds
     if facts_attr:
         attrs += f' facts="{_attr(facts_attr)}"'
     return f"<GENE {attrs}>\n"

@@ -62,9 +62,11 @@ class IngestReport:
     bytes: int = 0
     seconds: float = 0.0
     embedded: bool = False
+    not_stored: int = 0  # files read but refused by the genome (a full disk, a lock): the CLI exits 4
 
-    def skip(self, path: str, reason: str) -> None:
+    def skip(self, path: str, reason: str, *, store_failed: bool = False) -> None:
         self.files_skipped.append({"path": path, "reason": reason})
+        self.not_stored += store_failed
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -253,7 +255,7 @@ class Ingestor:
         try:
             report.genes_retired += self.genome.retire_source(path)
         except GenomeError as exc:
-            report.skip(path, f"could not retire genes of a deleted file: {exc}")
+            report.skip(path, f"could not retire genes of a deleted file: {exc}", store_failed=True)
 
     def _ingest_entries(self, entries: list[FileEntry], known: dict[str, FileRecord], project: str | None,
                         progress: Callable[[int, int, str], None] | None, report: IngestReport) -> None:
@@ -311,7 +313,7 @@ class Ingestor:
             try:
                 self.genome.touch_file(record)
             except GenomeError as exc:
-                report.skip(key, str(exc))
+                report.skip(key, str(exc), store_failed=True)
                 return None
             report.files_unchanged += 1
             return None
@@ -337,7 +339,7 @@ class Ingestor:
             offset += len(item.genes)
         for item, result in zip(pending, self._replace(writes)):
             if isinstance(result, Exception):
-                report.skip(item.path or "<text>", str(result))
+                report.skip(item.path or "<text>", str(result), store_failed=True)
                 continue
             report.files_ingested += 1
             report.bytes += item.size

@@ -107,6 +107,15 @@ def shown(path: str | Path) -> str:
             "utf-8", "backslashreplace")
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+
+
+def shown_line(path: str | Path) -> str:
+    """`shown`, with control characters as escapes: a file may be named `new\\nline.py`, and a line of output
+    (or a `<GENE src=...>` opening) must stay one line."""
+    return shown(path).translate(_CONTROL)
+
+
 def bad_name(path: str | Path) -> bool:
     """True when the name cannot be stored as UTF-8 text (the genome keys every gene by its path)."""
     try:

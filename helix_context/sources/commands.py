@@ -251,9 +251,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 data = _offline(args, genome, settings)
             finally:
                 genome.close()
-    except SourceError as exc:
+    except SourceError as exc:  # a folder that cannot be a source, a path that is none: bad input, as for ingest
         print(f"helix sources: {exc}", file=sys.stderr)
-        return 1
+        return 2
     finally:
         if backend is not None:
             backend.close()

@@ -177,3 +177,31 @@ def test_a_reembed_stopped_by_a_full_disk_waits_then_resumes_once_there_is_room(
         assert helix.genome.stale_vector_count() == 0 and not helix.genome.has_stale_vectors()
     finally:
         helix.close()
+
+
+def test_helix_ingest_and_export_on_a_full_disk_say_so_and_exit_4(small_home: Path, tmp_path: Path) -> None:
+    """The CLI printed an ingest that stored part of a folder as a success (exit 0), and an export, vacuum or
+    checkpoint on a full disk as a traceback."""
+    import sys
+
+    from tests.conftest import REPO
+
+    def helix(*args: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_EMBEDDING_ENABLED": "false", "HELIX_NER_ENABLED": "false",
+               "HELIX_HOME": str(small_home)}
+        return subprocess.run([sys.executable, "-m", "helix_context.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=180)
+
+    assert helix("ingest", str(make_tree(tmp_path / "proj", n=5)), "--quiet").returncode == 0
+    filler = fill(small_home)
+    grown = tmp_path / "grown"
+    for i in range(40):
+        write(grown / f"big_{i}.py", "".join(f"def grown_{i}_{j}():\n    return '{'x' * 60}{j}'\n" for j in range(60)))
+    done = helix("ingest", str(grown), "--quiet")
+    assert done.returncode == 4 and "could not be stored" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    for args in (("export", str(small_home / "out.helix")), ("vacuum",)):
+        done = helix(*args)
+        assert done.returncode == 4 and "Traceback" not in done.stderr, (args, done.stderr)
+        assert "space" in done.stderr or "full" in done.stderr, (args, done.stderr)
+    filler.unlink()
+    assert "function_3" in helix("query", "function_3 module 3").stdout  # what was stored is kept
