@@ -109,6 +109,9 @@ def api_text_refusal(path: str | None, source_kind: str) -> str | None:
         return (f"metadata.path {path[:200]!r} is an absolute path, which names a file on disk; API text is "
                 "stored under a relative name of your choosing (like notes/design.md). To index the file "
                 "itself, use `helix ingest PATH` or POST /ingest {\"path\": ...}")
+    if ".." in set(PurePosixPath(path).parts) | set(PureWindowsPath(path).parts):  # `../../etc/passwd`, as an import
+        return (f"metadata.path {path[:200]!r} climbs with '..': API text is stored under a relative name inside "
+                "its own namespace (like notes/design.md), and a name that reads as another file misleads the model")
     return None
 
 

@@ -94,9 +94,17 @@ class ChatStream:
 
     async def _relay_openai(self) -> AsyncGenerator[bytes, None]:
         parts: list[str] = []
+        events = 0
         async for line in self.response.aiter_lines():
             if not line:
                 continue
+            if not events and not line.startswith(("data:", "event:", "id:", "retry:", ":")):
+                # not server-sent events (a proxy's HTML page, plain text, JSON): relayed as they were, the
+                # caller's client failed on them or read nothing
+                yield self._error_event(f"the upstream answered the stream with something that is not server-sent "
+                                        f"events: {line[:200]!r}. {self.error_hint}".strip())
+                return
+            events += 1
             if not line.startswith("data:"):
                 yield line.encode() + b"\n"  # event:/id:/comment lines, kept as they are
                 continue
@@ -123,6 +131,9 @@ class ChatStream:
         if not self.answer.finished:  # ended cleanly but without [DONE]: relay what we have
             self.answer.text = "".join(parts)
             self.answer.finished = bool(parts)
+            if not events:
+                yield self._error_event(f"the upstream ended the stream without sending anything. {self.error_hint}"
+                                        .strip())
 
     async def _relay_ollama(self) -> AsyncGenerator[bytes, None]:
         cid, created = new_completion_id(), int(time.time())

@@ -34,7 +34,8 @@ def test_api_text_cannot_replace_a_file_ingested_from_disk(lean, server_factory,
         kind = c.post("/ingest", json={"content": FORGED, "embed": False,
                                        "metadata": {"path": "keys.py", "source_kind": "file"}})
         assert kind.status_code == 409 and "reserved for files read from disk" in kind.json()["error"]["message"]
-        for path in ("~/keys.py", "C:\\repo\\keys.py", "\\\\server\\share\\keys.py"):
+        for path in ("~/keys.py", "C:\\repo\\keys.py", "\\\\server\\share\\keys.py", "../../etc/passwd",
+                     "notes\\..\\..\\keys.py"):  # a name that reads as another file, as an import refuses
             r = c.post("/ingest", json={"content": FORGED, "embed": False, "metadata": {"path": path}})
             assert r.status_code == 409, (path, r.text)
         # the file's genes are intact, and the next ingest still calls it unchanged with good reason

@@ -7,8 +7,8 @@ Serves on 127.0.0.1 (free port) in a background thread:
 
 Every request is recorded (method, path, headers, parsed JSON body). Switches:
 ``mode`` = "ok" | "fail" (500) | "hang" (sleep ``hang_s`` before answering) |
-"cut" (close the connection mid-answer) | "odd" (the answer, and each stream line, is the JSON
-value ``odd``: a broken or foreign upstream); ``chunk_delay`` between stream chunks;
+"cut" (close the connection mid-answer) | "odd" (the answer, and the stream's one line, is the
+JSON value ``odd``, not even server-sent events for OpenAI's kind: a broken or foreign upstream); ``chunk_delay`` between stream chunks;
 ``kinds`` = which wire formats answer ({"ollama", "openai"}; the other's routes 404,
 like llama.cpp's server has no /api/*). A model not in ``models`` gets each
 format's 404. A stream whose reader went away is counted in ``aborted``.
@@ -186,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(raw)
                 return
             self._start_chunked("application/x-ndjson" if ollama else "text/event-stream")
-            self._chunk(raw + b"\n" if ollama else b"data: " + raw + b"\n\n")
+            self._chunk(raw + b"\n")  # for OpenAI's kind: not server-sent events at all
             self._end_chunked()
             return
         reply = stub.reply_for(body)
