@@ -41,6 +41,7 @@ from helix_context.weigh import Packet
 from helix_context.genome.backend import ConnectionHealth
 from helix_context.sources.branch import held_back
 from helix_context.sources.names import SourceNames
+from helix_context.sources.projects import check_project_name
 from helix_context.sources.roots import RootMap
 from helix_context.weigh.live_serve import live_serve
 from helix_context.ingest.parallel import ParsePool, default_workers
@@ -273,6 +274,8 @@ class HelixContextManager:
 
     def ingest(self, text: str, content_type: str | None = None, metadata: dict[str, Any] | None = None,
                *, embed: bool = True) -> IngestReport:
+        if metadata and metadata.get("project") is not None:
+            metadata = {**metadata, "project": check_project_name(str(metadata["project"]))}
         report = self.ingestor(embed=embed).ingest_text(text, content_type=content_type, metadata=metadata)
         self._after_ingest(report)
         return report
@@ -281,6 +284,7 @@ class HelixContextManager:
                     progress: Callable[[int, int, str], None] | None = None,
                     confine_to: Sequence[str | Path] | None = None) -> IngestReport:
         paths = [path] if isinstance(path, (str, Path)) else list(path)
+        project = check_project_name(project)
         if (not embed or self.embedder is None) and any(Path(p).is_dir() for p in paths):
             self.start_parse_workers()  # a folder: parsed on every core; start before the NER model loads
         report = self.ingestor(embed=embed).ingest_paths(paths, project=project, progress=progress,

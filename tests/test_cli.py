@@ -263,3 +263,12 @@ def test_a_file_name_with_a_newline_stays_on_one_line_of_output(tmp_path: Path) 
     done = cli("packet", "settle an invoice")
     assert "new\\nline\\t.py" in done.stdout and all("settle" in line or not line.startswith("verified")
                                                        for line in done.stdout.splitlines()), done.stdout
+
+
+def test_a_project_name_no_scope_can_name_is_refused(tmp_path: Path) -> None:
+    """`a,b` is read as two projects by every scope, and a NUL or newline prints as something else."""
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe frobnicator listens on port 7781.\n")
+    for name in ("billing,forecast", "bill\ning"):
+        done = cli("ingest", str(tmp_path), "--project", name, "--quiet")
+        assert done.returncode == 2 and "comma or a control character" in done.stderr, done.stderr
+    assert json.loads(cli("stats", "--json").stdout)["total_genes"] == 0

@@ -13,12 +13,27 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from helix_context.errors import SourceError
 from helix_context.genome.storage import GenomeStore
 from helix_context.sources.roots import is_shared
 
 log = logging.getLogger("helix.sources")
 
 MAX_GIT_LEVELS = 40  # how far up a folder's parents the git top level is looked for
+
+
+def check_project_name(name: str | None) -> str | None:
+    """`name` stripped, or None for none; SourceError for a name no question could name back.
+
+    Why: a scope is written `a,b` (retrieve/scope.py), so a comma splits a name in two; a control
+    character (a NUL, a newline) prints as something else in every list and header."""
+    if name is None or not name.strip():
+        return None
+    name = name.strip()
+    if "," in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise SourceError(f"project name {name[:100]!r} holds a comma or a control character, which a scope "
+                          "(`--project a,b`, X-Helix-Project) cannot name; choose another")
+    return name
 
 
 def default_project(folder: str | Path) -> str:

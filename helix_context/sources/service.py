@@ -43,7 +43,7 @@ from helix_context.errors import GenomeError, SourceNotFound
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.branch import BranchGate
 from helix_context.sources.filters import PathFilter, confined
-from helix_context.sources.projects import assign, ensure_projects
+from helix_context.sources.projects import assign, check_project_name, ensure_projects
 from helix_context.sources.names import SourceNames
 from helix_context.sources.rechecks import Rechecks
 from helix_context.sources.registry import find, resolve_folder
@@ -133,6 +133,7 @@ class SourcesService:
     # ── user actions ──
 
     def add(self, raw: str, project: str | None = None) -> dict[str, Any]:
+        project = check_project_name(project)
         path = resolve_folder(raw, home=self.settings.home, absolute_only=True)
         key = self.names().key(path)  # a team genome: `@ROOT/rel`, refused outside the mapped roots (names.py)
         self.genome.add_source(key, project or None, time.time())

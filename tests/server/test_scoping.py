@@ -169,6 +169,15 @@ def test_a_file_two_projects_share_is_found_in_each_under_its_own_path(settings:
     assert sorted(held) == [("billing", 1), ("forecast", 1)], held
 
 
+def test_a_project_name_no_scope_can_name_is_refused(two_projects, tmp_path: Path) -> None:
+    folder = write(tmp_path / "work" / "payroll" / "pay.py", "def pay():\n    return 1\n").parent
+    for name in ("pay,roll", "pay\u0000roll"):
+        r = _post(two_projects, "/sources", path=str(folder), project=name)
+        assert r.status_code == 400 and "comma or a control character" in r.json()["error"]["message"], r.text
+        r = _post(two_projects, "/ingest", content="payroll notes", metadata={"path": "notes/pay.md", "project": name})
+        assert r.status_code == 400, r.text
+
+
 def test_unknown_project_is_refused_with_the_known_ones(two_projects) -> None:
     for route in ("/context", "/context/packet", "/fingerprint", "/context/refresh-plan"):
         r = _post(two_projects, route, query="load_config", project="payroll")
