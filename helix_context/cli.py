@@ -282,6 +282,9 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"the supervisor is not installed ({exc})", file=sys.stderr)
         return 2
+    root = logging.getLogger()
+    for handler in list(root.handlers):  # the supervisor logs to its file and stderr itself: not every line twice
+        root.removeHandler(handler)
     return run_supervisor(_settings(args), headless=True)
 
 

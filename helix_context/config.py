@@ -21,6 +21,7 @@ import platform
 import tomllib
 import types
 import typing
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,7 @@ class Attribution:
 
 # Every number is finite and at least 0 (no setting means anything below); these need more, or less.
 _MINIMUMS: dict[tuple[str, str], float] = {
+    ("server", "port"): 1,
     ("ingest", "max_file_bytes"): 1,
     ("ingest", "max_chunk_chars"): 200,  # below this a chunk is a line or two: a file became dozens of genes
     ("ingest", "read_timeout_s"): 0.1,
@@ -291,6 +293,7 @@ _MINIMUMS: dict[tuple[str, str], float] = {
 }
 
 _MAXIMUMS: dict[tuple[str, str], float] = {
+    ("server", "port"): 65_535,
     ("ingest", "max_chunk_chars"): 20_000,  # portable/validate.py refuses imported genes past 65,536 characters
     ("retrieval", "score_floor"): 1.0,  # fractions of the best score
     ("retrieval", "abstain_below"): 1.0,
@@ -510,6 +513,18 @@ def _check_range(value: float, key: tuple[str, str], where: str) -> None:
         raise ConfigError(f"{where} must be at most {high:g}, got {value!r}")
 
 
+def _check_url(value: str, where: str) -> None:
+    """ConfigError for a URL that cannot be parsed (`http://localhost:11434x`, `http://[::1`): it stopped the
+    supervisor with a traceback from the HTTP client at start-up."""
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - reading the port is the check: a port that is not a number raises
+    except ValueError as exc:
+        raise ConfigError(f"{where} is not a valid URL ({exc}): {value[:200]!r}") from None
+    if not parts.scheme or not parts.netloc:
+        raise ConfigError(f"{where} must be a URL like http://127.0.0.1:11434, got {value[:200]!r}")
+
+
 def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -529,6 +544,8 @@ def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> An
             raise ConfigError(f"[{name}] {key} in {source} must be one of {', '.join(choices)}, got {coerced!r}")
         if isinstance(coerced, int | float) and not isinstance(coerced, bool):
             _check_range(coerced, (name, key), f"[{name}] {key} in {source}")
+        if (key.endswith("url") or key == "endpoint") and isinstance(coerced, str) and coerced:
+            _check_url(coerced, f"[{name}] {key} in {source}")
         values[key] = coerced
     return cls(**values)
 
@@ -556,10 +573,12 @@ def _env_overrides(env: typing.Mapping[str, str]) -> dict[str, dict[str, Any]]:
                 break
     for section, values in out.items():  # a value out of range names its variable, not the file
         for key, value in values.items():
+            var = next((v for v, sk in _ENV_ALIASES.items() if sk == (section, key) and v in env),
+                       f"HELIX_{section.upper()}_{key.upper()}")
             if isinstance(value, int | float) and not isinstance(value, bool):
-                var = next((v for v, sk in _ENV_ALIASES.items() if sk == (section, key) and v in env),
-                           f"HELIX_{section.upper()}_{key.upper()}")
                 _check_range(value, (section, key), f"{var} (environment)")
+            elif (key.endswith("url") or key == "endpoint") and isinstance(value, str) and value:
+                _check_url(value, f"{var} (environment)")
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import anyio
+from mcp import types
 
 from helix_context.sources.projects import projects_for_paths
 
@@ -44,6 +45,10 @@ async def client_roots(ctx: Any) -> list[Path]:
         session = ctx.request_context.session
         with warnings.catch_warnings():  # roots are deprecated in newer protocol revisions, still what clients send
             warnings.simplefilter("ignore")
+            # asked only of a client that declared roots (as the protocol says): one that ignores the request
+            # cost every scoped call ROOTS_TIMEOUT_S
+            if not session.check_client_capability(types.ClientCapabilities(roots=types.RootsCapability())):
+                return []
             with anyio.fail_after(ROOTS_TIMEOUT_S):
                 result = await session.list_roots()
     except Exception as exc:  # no roots capability, an old client, a timeout: no scope (never a failed tool)

@@ -554,8 +554,12 @@ def build_server(settings: Settings, *, transport: httpx.AsyncBaseTransport | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("HELIX_MCP_LOG_LEVEL", "WARNING").upper(), stream=sys.stderr,
+    wanted = os.environ.get("HELIX_MCP_LOG_LEVEL", "WARNING").strip().upper()
+    known = wanted in logging.getLevelNamesMapping()
+    logging.basicConfig(level=wanted if known else "WARNING", stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not known:  # a typo in the client's config must not stop the server it starts
+        log.warning("HELIX_MCP_LOG_LEVEL=%r is not a log level (DEBUG, INFO, WARNING, ERROR); using WARNING", wanted)
     # stray prints while importing and configuring must not corrupt the protocol stream
     real_stdout, sys.stdout = sys.stdout, sys.stderr
     try:

@@ -94,11 +94,17 @@ def _replace_with_retry(src: str, dst: Path, attempts: int = 20) -> None:
             time.sleep(0.01 * (attempt + 1))
 
 
+MAX_SIGNAL_BYTES = 1 << 20
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """The document, or None when it is missing or unreadable (a reader never crashes on a signal)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = Path(path).read_text(encoding="utf-8")
+        if len(text) > MAX_SIGNAL_BYTES:  # Helix writes a few KB: anything this size is not ours
+            return None
+        data = json.loads(text)
+    except (OSError, ValueError, RecursionError):  # RecursionError: `[[[[...` nested past the parser's depth
         return None
     return data if isinstance(data, dict) else None
 

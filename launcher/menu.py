@@ -80,6 +80,13 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
+def _clip(text: str, limit: int) -> str:
+    """At most `limit` characters for a menu line, cut at a word and marked (a cut mid-word read as a typo)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
 def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     """Snapshot → the menu's status lines (also used by `helix-status`)."""
     if not snapshot:
@@ -100,7 +107,7 @@ def status_lines(snapshot: dict[str, Any] | None) -> dict[str, str]:
     if details:
         backend += f" ({', '.join(details)})"
     if status == "fatal" and b.get("last_error"):
-        backend += f": {b['last_error'][:120]}"
+        backend += f": {_clip(b['last_error'], 160)}"
     link = (b.get("health") or {}).get("genome_link") or {}
     if status == "running" and link.get("status") == "reconnecting":  # the team genome's server is away
         since = time.strftime("%H:%M", time.localtime(link["since"])) if link.get("since") else "now"

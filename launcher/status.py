@@ -70,10 +70,14 @@ def render(snapshot: dict[str, Any] | None, live: dict[str, Any]) -> list[str]:
                f"snapshot written {_ago(snapshot.get('written_at'))}")
     lines = status_lines(snapshot)
     b = snapshot.get("backend") or {}
-    out.append("  " + lines["backend"].replace("Backend:", "backend:   "))
+    if alive:
+        out.append("  " + lines["backend"].replace("Backend:", "backend:   "))
+    else:  # a dead supervisor's last snapshot (it could not write another: stopped, or a full disk)
+        out.append(f"  backend:    unknown: the supervisor that wrote this snapshot is not running (it last said "
+                   f"{b.get('status')}, pid {b.get('pid')})")
     if b.get("crashes") or b.get("planned_restarts"):
         out.append(f"              {b.get('crashes', 0)} crash(es), {b.get('planned_restarts', 0)} planned restart(s)")
-    if b.get("last_error") and b.get("status") != "fatal":
+    if b.get("last_error"):
         out.append(f"  last error: {b['last_error']}")
     out.append("  " + lines["genes"].replace("Indexed chunks:", "indexed:   "))
     if lines["reembed"]:

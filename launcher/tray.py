@@ -44,7 +44,7 @@ from launcher.menu import collect, to_pystray
 from launcher.popup import TkPopupMenu
 from launcher.stopping import StopDeadline, install_stop_signals
 from supervisor import EXIT_LOCKED, LockHeld, Supervisor, run_supervisor
-from supervisor.logs import setup_supervisor_logging
+from supervisor.logs import setup_supervisor_logging, unwritable_home
 from supervisor.process import kill_all, tree_of
 from supervisor.status import icon_state
 
@@ -331,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return run_supervisor(settings, headless=True)
 
+    problem = unwritable_home(settings.logs_dir, settings.signals_dir)
+    if problem is not None:
+        print(f"helix-tray: {problem}: HELIX_HOME ({settings.home}) must be a writable folder; set HELIX_HOME to one",
+              file=sys.stderr)
+        return 2
     setup_supervisor_logging(settings.logs_dir, max_bytes=settings.supervisor.log_max_bytes,
                              backups=settings.supervisor.log_backups, stderr=True)
     sup = Supervisor(settings, headless=False)

@@ -20,11 +20,12 @@ from helix_context.config import Settings
 
 from supervisor.core import Supervisor
 from supervisor.lock import LockHeld
-from supervisor.logs import setup_supervisor_logging
+from supervisor.logs import setup_supervisor_logging, unwritable_home
 
 __all__ = ["run_supervisor", "Supervisor", "LockHeld", "EXIT_LOCKED", "EXIT_FATAL"]
 
 EXIT_FATAL = 1  # the backend went FATAL (crash loop); the snapshot holds the last log lines
+EXIT_USAGE = 2  # HELIX_HOME cannot be written
 EXIT_LOCKED = 3  # another supervisor already runs for this HELIX_HOME
 
 
@@ -69,6 +70,11 @@ def run_supervisor(settings: Settings, *, headless: bool = True, command: Sequen
     EXIT_LOCKED (3) when another supervisor already runs for this HELIX_HOME.
     `headless=False` also prints each state change on stdout (for a person at a terminal).
     """
+    problem = unwritable_home(settings.logs_dir, settings.signals_dir)
+    if problem is not None:
+        print(f"helix supervise: {problem}: HELIX_HOME ({settings.home}) must be a writable folder; set HELIX_HOME "
+              "to one", file=sys.stderr)
+        return EXIT_USAGE
     setup_supervisor_logging(settings.logs_dir, max_bytes=settings.supervisor.log_max_bytes,
                              backups=settings.supervisor.log_backups, stderr=True)
     sup = Supervisor(settings, command=command, headless=headless)

@@ -6,15 +6,20 @@ restart policy (backoff, flapping → fatal) and the restart announcements the b
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import queue
+import shutil
+import socket
 import time
+from pathlib import Path
 
 from helix_context import signals
 from helix_context.bind_rule import bind_refusal
+from helix_context.genome.pg.url import safe_url
 
-from supervisor.client import BackendClient
+from supervisor.client import BackendClient, Probe
 from supervisor.logs import tail_file
 from supervisor.process import IS_WINDOWS, BackendProcess
 from supervisor.watching import SupervisorWatching
@@ -22,6 +27,7 @@ from supervisor.watching import SupervisorWatching
 log = logging.getLogger("helix.supervisor")
 
 START_POLL_S = 0.05
+MIN_FREE_FOR_A_NEW_GENOME = 1 << 20  # a new genome's schema, WAL and first pages
 FATAL_LOG_LINES = 40
 
 
@@ -32,6 +38,12 @@ class BackendLifecycle(SupervisorWatching):
         """Adopt a backend already serving on our port; otherwise start one."""
         probe = self.client.health(timeout=min(1.0, self.cfg.health_timeout_s))
         if probe.ok:
+            other = self._other_genome(probe)
+            if other is not None:  # another HELIX_HOME's backend: neither serve nor (on restart) kill it
+                self._refuse(f"port {self.settings.server.port} is taken by a Helix backend (pid {probe.pid}) that serves "
+                             f"{other}, not this HELIX_HOME's genome {self._our_genome()}; stop that backend or set "
+                             "[server] port (HELIX_SERVER_PORT) to another port")
+                return
             bp = BackendProcess.adopt(probe.pid)
             with self._lock:
                 self.backend = bp
@@ -52,7 +64,45 @@ class BackendLifecycle(SupervisorWatching):
                 return
             log.warning("backend pid %s never answered /health; stopping it", orphan)
             bp.stop(0.0, graceful=False)
+        taken = self._port_taken()  # checked before the first start only: a restart follows our own backend
+        if taken is not None:
+            self._refuse(taken)
+            return
         self._start_backend()
+
+    def _our_genome(self) -> str:
+        return self.settings.genome.url and safe_url(self.settings.genome.url) or str(self.settings.genome_path)
+
+    def _other_genome(self, probe: Probe) -> str | None:
+        """The genome a healthy backend on our port serves, when it is not ours (None: ours, or it does not say).
+
+        Why: adopting any backend on the port showed another HELIX_HOME's index as this one's, and a restart
+        from the tray killed that other workspace's backend."""
+        genome = probe.body.get("genome")
+        served = genome.get("path") if isinstance(genome, dict) else None
+        if not isinstance(served, str) or not served:
+            return None
+        ours = self._our_genome()
+        if served == ours:
+            return None
+        try:
+            return None if Path(served).resolve() == Path(ours).resolve() else served
+        except (OSError, ValueError):
+            return served
+
+    def _after_fatal(self) -> str:
+        """What to do once the cause is fixed: a headless supervisor has ended by then, a tray's waits."""
+        return ("fix the cause, then start the supervisor again" if self.headless
+                else "fix the cause, then choose Restart backend in the tray menu")
+
+    def _refuse(self, reason: str) -> None:
+        """FATAL at once, with the reason: a start that cannot succeed is not retried into a crash loop."""
+        with self._lock:
+            self.status = "fatal"
+            self.last_error = reason
+            self.last_log_lines = []
+        log.error("%s", reason)
+        self.publish(force=True)
 
     def _starting_orphan(self) -> int | None:
         """A live backend pid stamped 'running' in server_state.json that does not answer yet."""
@@ -69,6 +119,7 @@ class BackendLifecycle(SupervisorWatching):
         return sig.pid if "helix_context.server" in cmdline else None
 
     def _set_running(self) -> None:
+        self.policy.started()
         self.status = "running"
         self._running_since = time.monotonic()
         self._health_failures = 0
@@ -94,14 +145,9 @@ class BackendLifecycle(SupervisorWatching):
         return False
 
     def _start_backend(self) -> None:
-        refused = bind_refusal(self.settings.server.host, self.settings.api_key)
-        if refused is not None:  # the backend would refuse too: say why once, instead of a crash loop
-            with self._lock:
-                self.status = "fatal"
-                self.last_error = refused
-                self.last_log_lines = []
-            log.error("%s", refused)
-            self.publish(force=True)
+        refused = bind_refusal(self.settings.server.host, self.settings.api_key) or self._no_room_for_a_new_genome()
+        if refused is not None:  # the backend would fail too: say why once, instead of a crash loop
+            self._refuse(refused)
             return
         with self._lock:
             self.status = "starting"
@@ -129,13 +175,48 @@ class BackendLifecycle(SupervisorWatching):
             return
         if bp.alive():
             bp.stop(0.0, graceful=False)
-            self._fail(f"backend did not answer /health within {self.cfg.start_timeout_s:g}s; killed it")
+            self._fail(f"backend did not answer /health within {self.cfg.start_timeout_s:g}s; killed it",
+                       during_start=True)
         else:
-            self._fail(f"backend exited during start-up (exit code {bp.exit_code})")
+            self._fail(f"backend exited during start-up (exit code {bp.exit_code})", during_start=True)
 
-    def _fail(self, reason: str) -> None:
+    def _port_taken(self) -> str | None:
+        """Why the backend cannot listen on its port (another program holds it), or None.
+
+        Bound as uvicorn binds (SO_REUSEADDR off Windows, so a port in TIME_WAIT after our own backend's exit
+        is free). Why: six starts died on "address already in use" and the FATAL line said only "exit code 3"."""
+        host, port = self.settings.server.host or "127.0.0.1", self.settings.server.port
+        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            if not IS_WINDOWS:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host.strip("[]"), port))
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1), errno.EACCES):
+                    return None  # not ours to judge (an address this machine lacks): uvicorn will say
+                return (f"port {port} on {host} is in use by another program ({exc.strerror}); stop it or set "
+                        "[server] port (HELIX_SERVER_PORT) to a free port")
+        return None
+
+    def _no_room_for_a_new_genome(self) -> str | None:
+        """A genome that does not exist yet on a full disk: the backend cannot create it, so it is not started.
+        (An existing genome on a full disk is served read-only: genome/store.py.)"""
+        if self.settings.genome.url or self.settings.genome_path.exists():
+            return None
+        folder = self.settings.genome_path.parent
+        try:
+            free = shutil.disk_usage(folder if folder.exists() else self.settings.home).free
+        except OSError:
+            return None
+        if free >= MIN_FREE_FOR_A_NEW_GENOME:
+            return None
+        return (f"no space left to create the genome {self.settings.genome_path} ({free} bytes free): free some disk "
+                "space, or set HELIX_HOME to a folder on another disk")
+
+    def _fail(self, reason: str, *, during_start: bool = False) -> None:
         """Count a failure; schedule the restart per the policy, or go FATAL."""
-        decision = self.policy.record_failure(time.monotonic())
+        decision = self.policy.record_failure(time.monotonic(), during_start=during_start)
         with self._lock:
             self.crashes += 1
             bp = self.backend
@@ -144,7 +225,7 @@ class BackendLifecycle(SupervisorWatching):
             self.backend = None
             if decision.fatal:
                 self.status = "fatal"
-                self.last_error = f"{reason}; {decision.reason}"
+                self.last_error = f"{reason}; {decision.reason}: {self._after_fatal()}"
                 self.last_log_lines = self.logs.tail(FATAL_LOG_LINES) or tail_file(self.logs.path, FATAL_LOG_LINES)
                 log.error("backend FATAL: %s", self.last_error)
             else:

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -66,17 +67,21 @@ def _holder_alive(info: dict) -> bool:
     return True
 
 
+def _parse(raw: bytes | None) -> dict | None:
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw else None
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 class SupervisorLock:
     def __init__(self, home: Path) -> None:
         self.path = Path(home) / LOCK_NAME
         self.held = False
 
     def read(self) -> dict | None:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else None
-        except (OSError, ValueError):
-            return None
+        return _parse(self._raw())
 
     def acquire(self) -> None:
         """Take the lock or raise LockHeld naming the live owner."""
@@ -114,21 +119,52 @@ class SupervisorLock:
         self.held = True
         _HELD_HERE.add(key)
 
+    def _raw(self, path: Path | None = None) -> bytes | None:
+        try:
+            return (path or self.path).read_bytes()
+        except OSError:
+            return None
+
     def _clear_stale(self) -> None:
-        """The lock file exists: LockHeld for a live owner, else the stale file goes (the caller tries again)."""
-        info = self.read()
+        """The lock file exists: LockHeld for a live owner, else the stale file goes (the caller tries again).
+
+        The stale file is renamed aside, not unlinked by name, and checked once it is ours alone: between
+        judging it stale and removing it, another contender may have done the same and written its own fresh
+        lock there, which an unlink by name deleted (two supervisors then held one HELIX_HOME). A file taken
+        aside that is not the one judged stale is put back."""
+        raw = self._raw()
+        info = _parse(raw)
         if info is None:
             # being written right now, or garbage: give a writer a moment, then treat as stale
             time.sleep(0.05)
-            info = self.read()
+            raw = self._raw()
+            info = _parse(raw)
+        if raw is None:
+            return  # gone already: the caller tries to create it again
         if info is not None and _holder_alive(info):
             raise LockHeld(self.path, int(info["pid"])) from None
+        aside = self.path.with_name(f"{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.stale")
         try:
-            os.unlink(self.path)  # stale: its owner is gone
+            os.replace(self.path, aside)  # atomic: one contender takes this file
         except FileNotFoundError:
-            pass
+            return
         except PermissionError:
             time.sleep(0.05)
+            return
+        try:
+            if self._raw(aside) != raw:  # someone's fresh lock: back where it was, unless a newer one is there
+                try:
+                    os.link(aside, self.path)
+                except FileExistsError:
+                    pass
+                except OSError:  # no hard links here (a FAT drive): the rename is as close as it gets
+                    if not self.path.exists():
+                        os.replace(aside, self.path)
+        finally:
+            try:
+                os.unlink(aside)
+            except OSError:
+                pass
 
     def release(self) -> None:
         if not self.held:

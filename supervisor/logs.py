@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import logging.handlers
 import re
 import threading
@@ -112,6 +113,20 @@ def tail_file(path: Path, n: int = 40, max_bytes: int = 64_000) -> list[str]:
     except OSError:
         return []
     return data.decode("utf-8", errors="replace").splitlines()[-n:]
+
+
+def unwritable_home(*folders: Path) -> str | None:
+    """Why the supervisor cannot keep its logs and status in these folders (HELIX_HOME's), or None.
+
+    Why: a read-only HELIX_HOME stopped the start script with a traceback from the first log write."""
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"cannot create {folder} ({exc.strerror})"
+        if not os.access(folder, os.W_OK):
+            return f"{folder} is not writable"
+    return None
 
 
 def setup_supervisor_logging(logs_dir: Path, *, max_bytes: int, backups: int, stderr: bool = True,

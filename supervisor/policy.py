@@ -31,6 +31,7 @@ class RestartPolicy:
 
     settings: SupervisorSettings = field(default_factory=SupervisorSettings)
     _failures: collections.deque[float] = field(default_factory=collections.deque, repr=False)
+    _failed_starts: int = field(default=0, repr=False)  # starts in a row that never served, however slow
 
     @classmethod
     def from_settings(cls, s: SupervisorSettings) -> RestartPolicy:
@@ -66,15 +67,27 @@ class RestartPolicy:
             return 0.0
         return min(self.backoff_max_s, self.backoff_initial_s * (2 ** (failures - 2)))
 
-    def record_failure(self, now: float) -> Decision:
-        """Count one unexpected exit / hang / failed start at time `now` and decide."""
+    def record_failure(self, now: float, *, during_start: bool = False) -> Decision:
+        """Count one unexpected exit / hang / failed start at time `now` and decide.
+
+        A failed start counts twice over: in the window, and among the starts in a row that never served.
+        Why: a start that fails after start_timeout_s (30 s) leaves at most two failures in a 60 s window,
+        so a backend that can never come up (a port it cannot serve on) was restarted forever."""
         self._expire(now)
         self._failures.append(now)
+        self._failed_starts = self._failed_starts + 1 if during_start else 0
         n = len(self._failures)
         if n > self.max_restarts:
-            return Decision(True, 0.0, n, f"{n} failures within {self.window_s:g}s "
-                                          f"(limit {self.max_restarts}): giving up until asked to start again")
-        return Decision(False, self.backoff_for(n), n)
+            return Decision(True, 0.0, n, f"{n} failures within {self.window_s:g}s (limit {self.max_restarts})")
+        if self._failed_starts > self.max_restarts:
+            return Decision(True, 0.0, n, f"{self._failed_starts} starts in a row never served "
+                                          f"(limit {self.max_restarts})")
+        return Decision(False, self.backoff_for(max(n, self._failed_starts)), n)
+
+    def started(self) -> None:
+        """The backend serves: failed starts are counted from zero again."""
+        self._failed_starts = 0
 
     def reset(self) -> None:
         self._failures.clear()
+        self._failed_starts = 0

@@ -114,9 +114,10 @@ def model_is_resident(model: str, models: Sequence[ResidentModel]) -> bool:
 def parse_ps(payload: object) -> list[ResidentModel]:
     """Ollama GET /api/ps → resident models. Unknown or missing fields are tolerated."""
     out: list[ResidentModel] = []
-    if not isinstance(payload, dict):
+    models = payload.get("models") if isinstance(payload, dict) else None
+    if not isinstance(models, list):  # `{"models": 5}` from something that is not Ollama: no models
         return out
-    for raw in payload.get("models") or []:
+    for raw in models:
         if not isinstance(raw, dict):
             continue
         name = str(raw.get("name") or raw.get("model") or "")

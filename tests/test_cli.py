@@ -272,3 +272,29 @@ def test_a_project_name_no_scope_can_name_is_refused(tmp_path: Path) -> None:
         done = cli("ingest", str(tmp_path), "--project", name, "--quiet")
         assert done.returncode == 2 and "comma or a control character" in done.stderr, done.stderr
     assert json.loads(cli("stats", "--json").stdout)["total_genes"] == 0
+
+
+def test_helix_supervise_prints_each_line_once(tmp_path: Path, helix_home: Path) -> None:
+    """`helix supervise` printed every supervisor line twice: the CLI's root handler and the supervisor's own."""
+    import signal
+    import time
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_EMBEDDING_ENABLED": "false", "HELIX_NER_ENABLED": "false",
+           "HELIX_SERVER_PORT": str(port)}
+    proc = subprocess.Popen([sys.executable, "-m", "helix_context.cli", "supervise"], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    lines = [line for line in out.splitlines() if "helix.supervisor" in line]
+    assert any("serving on" in line for line in lines), out
+    assert len(lines) == len(set(lines)), out

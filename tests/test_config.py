@@ -72,6 +72,11 @@ def test_wrong_type_names_key_and_file(tmp_path: Path) -> None:
     ("retrieval", "weight_fts", "inf", "must be a finite number"),
     ("retrieval", "score_floor", 1.5, "must be at most 1"),
     ("ingest", "max_chunk_chars", 1_000_000, "must be at most 20000"),
+    ("server", "port", 70_000, "must be at most 65535"),  # uvicorn bound 70000 mod 65536: a restart loop
+    ("server", "port", 0, "must be at least 1"),
+    ("watchers", "ollama_url", '"http://localhost:11434x"', "is not a valid URL"),  # a start-up traceback
+    ("proxy", "upstream_url", '"http://[::1"', "is not a valid URL"),
+    ("telemetry", "endpoint", '"localhost"', "must be a URL like"),
 ])
 def test_numbers_out_of_range_name_key_file_and_bound(tmp_path: Path, section: str, key: str, value: object,
                                                       says: str) -> None:

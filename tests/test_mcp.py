@@ -464,3 +464,42 @@ def test_tools_scope_to_the_sources_holding_the_client_roots(backend, tmp_path: 
     # no roots offered: no scope, the evidence decides (nothing is refused)
     unscoped, _, _ = run_session_with_roots(env, None, asked, tmp_path / "mcp.log")
     assert unscoped
+
+
+def test_a_client_that_declared_no_roots_is_never_asked_for_them(backend, tmp_path: Path) -> None:
+    """The protocol has a server ask for roots only a client that declared them; a client that ignores the
+    request cost every scoped call the 5 s wait. A raw stdio client: what the server sends is all recorded."""
+    import subprocess
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "helix_context.mcp_server"], env=_env(backend.url), cwd=str(REPO),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    seen: list[dict] = []
+    answered = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            message = json.loads(line)
+            seen.append(message)
+            if message.get("id") == 2 and "method" not in message:
+                answered.set()
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def send(message: dict) -> None:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "bare", "version": "1"}}})
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "helix_context", "arguments": {"query": "load settings"}}})
+        assert answered.wait(60), seen
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    assert not [m for m in seen if m.get("method") == "roots/list"], seen

@@ -42,6 +42,11 @@ def test_missing_or_garbage_signal_reads_as_none(tmp_path: Path) -> None:
     path.write_text("{not json")
     state, stale, _ = signals.read_server_state(tmp_path)
     assert state is None and stale
+    # nested past the JSON parser's depth: a RecursionError killed the supervisor, helix-status and the MCP server
+    for text in ("[" * 100_000, '{"a":' * 100_000, "{}" + " " * (2 << 20)):
+        path.write_text(text)
+        assert signals.read_server_state(tmp_path)[0] is None
+        assert signals.read_json(path) is None
 
 
 def test_concurrent_writers_never_expose_a_partial_file(tmp_path: Path) -> None:

@@ -87,11 +87,17 @@ class Genome(SymbolReadsMixin, LexiconMixin, DoorWritesMixin, RenamesMixin, Gene
         self.disk_full = False  # opened read-only because its disk had no space left (reads still served)
         self._immutable = False
         self._door = WriteDoor(SqliteDialect(lambda: self.vector_model_id))
+        existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             self._open_and_migrate()
         except GenomeError:
             if readonly or not self.path.exists() or not no_space_left(self.path.parent):
                 raise
+            if not existed:  # nothing stored to serve: a new genome needs room for its first pages
+                self.close()
+                self.path.unlink(missing_ok=True)  # the empty file the attempt left
+                raise GenomeError(f"no space left to create the genome {self.path}: free some disk space (or set "
+                                  "HELIX_HOME to a folder on another disk) and start Helix again") from None
             # a full disk cannot even hold SQLite's WAL index: serve what is stored, write nothing
             log.warning("no space left on the disk of genome %s: serving reads only until space is freed "
                         "and Helix restarts", self.path)

@@ -189,7 +189,8 @@ def test_quit_leaves_an_adopted_backend_running(pystray_dummy, supervisors, tmp_
     settings = fast_settings()
     owner = supervisors.make(settings)
     pid = serving(owner)["backend"]["pid"]
-    tray_settings = fast_settings(port=settings.server.port).replace(home=tmp_path / "tray-home")
+    tray_settings = fast_settings(port=settings.server.port).replace(home=tmp_path / "tray-home",  # the same genome
+                                                                     genome={"path": str(settings.genome_path)})
     tray_sup = supervisors.make(tray_settings)
     app = _app(tray_settings, tray_sup, Recorder())
     app.make_icon(pystray_dummy)

@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,3 +206,41 @@ def test_helix_ingest_and_export_on_a_full_disk_say_so_and_exit_4(small_home: Pa
         assert "space" in done.stderr or "full" in done.stderr, (args, done.stderr)
     filler.unlink()
     assert "function_3" in helix("query", "function_3 module 3").stdout  # what was stored is kept
+
+
+def test_supervise_with_a_new_home_on_a_full_disk_says_so_once(small_home: Path, tmp_path: Path) -> None:
+    """An existing genome is served read-only on a full disk (above); a new one cannot even be created. That was
+    six crashed starts ending in "no such table: meta", and an empty genome.db left behind."""
+    fill(small_home)
+    port = free_port()
+    log = tmp_path / "supervise.out"
+    sup = start(["-m", "helix_context.cli", "supervise"], env_for(port, HELIX_HOME=str(small_home)), log)
+    try:
+        assert sup.wait(timeout=60) == 1
+    finally:
+        kill_tree(sup.pid)
+    out = log.read_text(errors="replace")
+    assert "no space left to create the genome" in out and "Traceback" not in out, out[-3000:]
+    assert not (small_home / "genome.db").exists()
+    done = subprocess.run([sys.executable, "-m", "helix_context.cli", "stats"], capture_output=True, text=True,
+                          env=env_for(port, HELIX_HOME=str(small_home)), timeout=120)
+    assert done.returncode == 4 and "no space left to create the genome" in done.stderr, done.stderr
+    assert not (small_home / "genome.db").exists()  # no empty file that a later start would take for a genome
+
+
+def test_a_read_only_home_is_one_line_from_the_tray_launcher(tmp_path: Path) -> None:
+    """`start-helix-tray.sh --headless` on a read-only HELIX_HOME ended in a traceback from the first log write."""
+    home = tmp_path / "ro-home"
+    home.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(home)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        port = free_port()
+        run = subprocess.run([sys.executable, "-c", "from launcher.tray import main; raise SystemExit(main(['--headless']))"],
+                             capture_output=True, text=True, env=env_for(port, HELIX_HOME=str(home)), timeout=120,
+                             cwd=str(Path(__file__).resolve().parents[2]))
+    finally:
+        subprocess.run(["umount", "-l", str(home)], capture_output=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "must be a writable folder" in run.stderr and str(home) in run.stderr, run.stderr

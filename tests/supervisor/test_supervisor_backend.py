@@ -16,6 +16,7 @@ from helix_context import signals
 from supervisor import LockHeld
 from supervisor.lock import SupervisorLock
 from supkit import IS_WINDOWS, fast_settings, health, read_log, serving, wait_until
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -121,7 +122,7 @@ def test_a_backend_that_always_crashes_goes_fatal_and_stays_down(supervisors):
     limit = settings.supervisor.flap_max_restarts
     assert b["crashes"] == limit + 1
     assert any("boom: the genome is on fire" in line for line in b["last_log_lines"])
-    assert "exit code 3" in b["last_error"] and "giving up" in b["last_error"]
+    assert "exit code 3" in b["last_error"] and "fix the cause" in b["last_error"]
     on_disk = wait_until(lambda: (signals.read_supervisor_status(settings.home) or {}).get("backend", {})
                          .get("status") == "fatal" and signals.read_supervisor_status(settings.home))
     assert any("boom" in line for line in on_disk["backend"]["last_log_lines"])
@@ -157,17 +158,22 @@ def test_a_second_supervisor_for_the_same_home_is_refused(supervisors):
     assert out.returncode == 7 and out.stdout.strip() == str(os.getpid())
 
 
-def test_a_supervisor_adopts_a_backend_already_serving(supervisors, tmp_path):
+def test_a_backend_serving_another_homes_genome_is_not_adopted(supervisors, tmp_path):
+    """A backend of this HELIX_HOME already serving is adopted (test_an_adopted_backend_that_dies_is_replaced).
+    One that serves another HELIX_HOME's genome on the same port was adopted too: its index shown as this one's,
+    and a restart from the tray killed that other workspace's backend. Now it is refused, by name, and left alone."""
     settings = fast_settings()
     owner = supervisors.make(settings)
     pid = serving(owner)["backend"]["pid"]
     other_home = fast_settings(port=settings.server.port).replace(home=tmp_path / "other-home")
-    adopter = supervisors.make(other_home)
-    snap = serving(adopter)
-    assert snap["backend"]["adopted"] and not snap["backend"]["owned"] and snap["backend"]["pid"] == pid
+    refused = supervisors.make(other_home)
+    snap = refused.wait_for(lambda s: s["backend"]["status"] == "fatal", timeout=30)
+    assert snap is not None, refused.snapshot()
+    error = snap["backend"]["last_error"]
+    assert str(settings.genome_path) in error and "HELIX_SERVER_PORT" in error, error
     assert read_log(other_home) == ""  # it started nothing
-    adopter.shutdown()
-    assert health(settings.base_url)["pid"] == pid  # an adopted backend is not ours to stop
+    refused.shutdown()
+    assert health(settings.base_url)["pid"] == pid  # the other home's backend serves on, untouched
     owner.shutdown()
     wait_until(lambda: health(settings.base_url) is None)
 
@@ -245,3 +251,73 @@ def test_lock_replaces_a_stale_holder_and_refuses_a_live_one(tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_port_another_program_holds_is_one_clear_fatal_not_a_crash_loop(supervisors):
+    """Six starts died on "address already in use" and the FATAL line said only "exit code 3"."""
+    import socket
+
+    settings = fast_settings()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", settings.server.port))
+        holder.listen(1)
+        sup = supervisors.make(settings)
+        snap = sup.wait_for(lambda s: s["backend"]["status"] == "fatal", timeout=30)
+        assert snap is not None, sup.snapshot()
+        assert f"port {settings.server.port}" in snap["backend"]["last_error"]
+        assert "in use by another program" in snap["backend"]["last_error"]
+        assert read_log(settings).count("helix-supervisor: starting:") == 0  # no start was tried
+
+
+def test_starts_that_keep_failing_slowly_end_in_fatal(supervisors):
+    """Each failed start took start_timeout_s, so at most two fell in the flap window and a backend that could
+    never serve was restarted forever."""
+    settings = fast_settings(supervisor={"start_timeout_s": 1.0, "flap_window_s": 1.5})
+    never = [sys.executable, "-c", "import time; time.sleep(600)"]  # alive, never answers /health
+    sup = supervisors.make(settings, command=never)
+    snap = sup.wait_for(lambda s: s["backend"]["status"] == "fatal", timeout=60)
+    assert snap is not None, sup.snapshot()
+    assert "starts in a row never served" in snap["backend"]["last_error"], snap["backend"]["last_error"]
+
+
+CONTENDER = """
+import sys, time
+from pathlib import Path
+from supervisor.lock import LockHeld, SupervisorLock
+lock = SupervisorLock(Path(sys.argv[1]))
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+try:
+    lock.acquire()
+except LockHeld:
+    print("held", flush=True)
+else:
+    print("ACQUIRED", time.time(), flush=True)
+    time.sleep(1.5)
+    print("RELEASED", time.time(), flush=True)
+    lock.release()
+"""
+
+
+def test_contenders_for_a_stale_lock_never_hold_it_together(tmp_path):
+    """A tray autostart and a systemd unit starting after a crash: the stale file was unlinked by name, which
+    could delete the fresh lock another contender had just written, so two supervisors held one HELIX_HOME
+    (5 of 20 trials with four contenders)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for trial in range(6):
+        home = tmp_path / f"home{trial}"
+        home.mkdir()
+        (home / "supervisor.lock").write_text('{"pid": 999999, "create_time": 1.0, "at": 1.0}')  # a crashed owner's
+        start = time.time() + 2.0
+        procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, str(home), str(start)], env=env, cwd=REPO,
+                                  stdout=subprocess.PIPE, text=True) for _ in range(4)]
+        spans = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=60)
+            lines = out.split()
+            if "ACQUIRED" in lines:
+                spans.append((float(lines[lines.index("ACQUIRED") + 1]), float(lines[lines.index("RELEASED") + 1])))
+        assert len(spans) >= 1, trial
+        spans.sort()
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), (trial, spans)  # one holder at a time

@@ -45,6 +45,7 @@ def test_parse_ps_reads_the_real_wire_format():
     m = models[0]
     assert (m.name, m.size, m.size_vram, m.context_length) == ("llama3:8b", 6 * GIB, 5 * GIB, 4096)
     assert parse_ps({"models": None}) == [] and parse_ps([]) == []
+    assert parse_ps({"models": 5}) == [] and parse_ps({"models": "x"}) == []  # not Ollama: no traceback
 
 
 def test_model_names_match_with_and_without_tag():
