@@ -300,8 +300,9 @@ def cmd_sources(args: argparse.Namespace) -> int:
 # ── export / import ──
 
 
-def _portable(args: argparse.Namespace, action: Any, after: Any = None) -> int:
-    """Run an export or an import (either backend), print its summary, then `after(summary)`."""
+def _portable(args: argparse.Namespace, action: Any, after: Any = None, code: Any = None) -> int:
+    """Run an export or an import (either backend), print its summary, then `after(summary)`; the exit code is
+    `code(summary)` (default 0)."""
     from helix_context.portable import format_summary
 
     helix = _manager(args)
@@ -315,6 +316,18 @@ def _portable(args: argparse.Namespace, action: Any, after: Any = None) -> int:
         print(format_summary(summary))
     if after is not None:
         after(summary)
+    return int(code(summary)) if code is not None else 0
+
+
+def _import_code(summary: dict[str, Any]) -> int:
+    """2 when the export held chunks or files and every one was refused: the summary's "changed" may count
+    only its sessions and activity, which is not what a user imports an index for."""
+    taken = sum(summary["genes"][k] for k in ("new", "skipped", "overwritten", "outdated")) + \
+        sum(summary["files"].values())
+    if summary["refused"]["total"] and not taken:
+        print("helix import: every chunk and file of the export was refused (reasons above); nothing of the index "
+              "was imported", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -342,7 +355,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         # a team genome keeps one model's vectors: genes that came with another's are embedded here and now
         embed=lambda rowids: embed_rowids(helix.genome, helix.embedder, settings.embedding, rowids)),
         # a running backend takes up the sources the import added now, not at its next start
-        after=lambda summary: tell_backend(settings) if summary["sources_added"] and summary["changed"] else None)
+        after=lambda summary: tell_backend(settings) if summary["sources_added"] and summary["changed"] else None,
+        code=_import_code)
 
 
 def cmd_genome_copy(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def test_answers_survive_a_round_trip_into_a_fresh_home(server_factory, tmp_path
     fresh = tmp_path / "fresh-home"
     fresh.mkdir()
     monkeypatch.setenv("HELIX_HOME", str(fresh))
-    assert cli.main(["import", str(exported), "--dry-run"]) == 0  # a fresh home has no sources: refused
+    assert cli.main(["import", str(exported), "--dry-run"]) == 2  # a fresh home has no sources: all refused
     plan = capsys.readouterr().out
     assert "chunks    new 0," in plan and "confirm the root with --remap tree=FOLDER" in plan
     assert cli.main(["import", str(exported), "--dry-run", "--remap", f"tree={tree}"]) == 0

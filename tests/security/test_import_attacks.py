@@ -121,9 +121,11 @@ def test_a_root_outside_every_source_needs_the_users_remap(server, tmp_path: Pat
         _gene("def moved_function():\n    return 2\n", "/home/someone/project/lib.py"),
         _file("/home/someone/project/lib.py")])
 
-    assert cli.main(["import", str(export), "--dry-run", "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
+    assert cli.main(["import", str(export), "--dry-run", "--json"]) == 2  # all refused: not a success to a script
+    captured = capsys.readouterr()
+    plan = json.loads(captured.out)
     assert plan["refused"]["total"] == 2 and not plan["would_change"]
+    assert "every chunk and file of the export was refused" in captured.err
     assert "--remap project=" in plan["refused"]["records"][0]["reason"]
 
     assert cli.main(["import", str(export), "--remap", f"project={elsewhere}"]) == 0
@@ -149,7 +151,7 @@ def test_a_path_through_a_symlink_inside_a_source_cannot_leave_it(server, tmp_pa
     linked = str(proj.resolve() / "vendor" / "secret.py")
     export = crafted_export(tmp_path / "linked.hxg", [_gene("placeholder linked\n", linked), _file(linked)])
 
-    assert cli.main(["import", str(export), "--json"]) == 0
+    assert cli.main(["import", str(export), "--json"]) == 2  # every record refused
     summary = json.loads(capsys.readouterr().out)
     assert summary["refused"]["total"] == 2
     # its folder (proj/vendor, the root a v1 file gets) resolves outside every source
