@@ -365,6 +365,11 @@ def cmd_genome_copy(args: argparse.Namespace) -> int:
     from helix_context.genome.pg.url import is_postgres_url, safe_url
     from helix_context.genome.store import Genome
 
+    if not is_postgres_url(args.to) and Path(args.to).expanduser().is_dir():
+        folder = Path(args.to).expanduser()
+        print(f"helix genome copy: {folder} is a folder: give the file name of the new genome (like "
+              f"{folder / 'genome.db'})", file=sys.stderr)
+        return EXIT_USAGE
     helix = _manager(args)
     try:
         if is_postgres_url(args.to):

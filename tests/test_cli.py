@@ -298,3 +298,9 @@ def test_helix_supervise_prints_each_line_once(tmp_path: Path, helix_home: Path)
     lines = [line for line in out.splitlines() if "helix.supervisor" in line]
     assert any("serving on" in line for line in lines), out
     assert len(lines) == len(set(lines)), out
+
+
+def test_genome_copy_to_a_folder_asks_for_a_file_name(tmp_path: Path) -> None:
+    done = cli("genome", "copy", "--to", str(tmp_path))
+    assert done.returncode == 2 and "is a folder: give the file name" in done.stderr, done.stderr
+    assert "re-ingest" not in done.stderr  # the genome's repair advice does not fit a copy's target
