@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_context.errors import ConfigError
+from helix_context.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -516,13 +517,15 @@ def _check_range(value: float, key: tuple[str, str], where: str) -> None:
 def _check_url(value: str, where: str) -> None:
     """ConfigError for a URL that cannot be parsed (`http://localhost:11434x`, `http://[::1`): it stopped the
     supervisor with a traceback from the HTTP client at start-up."""
+    shown = redact_url(value)[:200]  # never the password, whatever the URL's shape
     try:
         parts = urllib.parse.urlsplit(value)
         parts.port  # noqa: B018 - reading the port is the check: a port that is not a number raises
-    except ValueError as exc:
-        raise ConfigError(f"{where} is not a valid URL ({exc}): {value[:200]!r}") from None
+    except ValueError:
+        raise ConfigError(f"{where} is not a valid URL: {shown!r} (a password holding @ : / ? or # must be "
+                          "percent-encoded)") from None
     if not parts.scheme or not parts.netloc:
-        raise ConfigError(f"{where} must be a URL like http://127.0.0.1:11434, got {value[:200]!r}")
+        raise ConfigError(f"{where} must be a URL like http://127.0.0.1:11434, got {shown!r}")
 
 
 def _build_section(name: str, cls: type, raw: dict[str, Any], source: str) -> Any:

@@ -9,21 +9,23 @@ do not.
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
+import re
 
 ACCESS_LOGGER = "uvicorn.access"
 REDACTED = "***"
 
 
+# scheme://, then everything up to the LAST "@": a password may hold "?", "#", "/" or "@" unencoded (a typo in a
+# URL), and splitting at those first showed part of it
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)(.*)@", re.DOTALL)
+
+
 def redact_url(url: str) -> str:
     """``/path?a=1&api_key=s`` → ``/path?a=***&api_key=***``; a URL's user:password part likewise."""
+    found = _USERINFO.match(url)
+    if found:
+        url = f"{found.group(1)}{REDACTED}@{url[found.end():]}"
     path, sep, query = url.partition("?")
-    if "@" in path and "://" in path:
-        parts = urlsplit(path)
-        if parts.username is not None or parts.password is not None:
-            host = parts.hostname or ""
-            port = f":{parts.port}" if parts.port else ""
-            path = parts._replace(netloc=f"{REDACTED}@{host}{port}").geturl()
     if not sep:
         return path
     fields = []

@@ -122,3 +122,18 @@ def test_helix_config_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     monkeypatch.setenv("HELIX_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="HELIX_CONFIG"):
         load_config()
+
+
+@pytest.mark.parametrize("url", ["postgresql://carol:pa#ss@127.0.0.1:5432/team", "postgresql://dave:pa?ss@127.0.0.1:x/t",
+                                 "postgresql://alice:S3cr3t:w#rd@127.0.0.1:99999/team"])
+def test_a_url_that_cannot_be_parsed_is_refused_without_its_password(tmp_path: Path, url: str) -> None:
+    """The message quoted the raw value: a password holding an unencoded # ? / or @ was printed whole."""
+    cfg = tmp_path / "helix.toml"
+    cfg.write_text(f'[proxy]\nupstream_url = "{url}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg, env={})
+    message = str(info.value)
+    assert "upstream_url" in message and "***@" in message, message
+    for secret in ("pa#ss", "pa?ss", "S3cr3t", "w#rd"):
+        assert secret not in message, message
+

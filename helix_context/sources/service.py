@@ -40,6 +40,7 @@ from helix_context.config import Settings
 from helix_context.genome import sources_sql
 from helix_context.genome.storage import GenomeStore
 from helix_context.errors import GenomeError, SourceNotFound
+from helix_context.genome.pg.link import TeamGenomeUnreachable
 from helix_context.ingest.pipeline import IngestReport, find_project
 from helix_context.sources.branch import BranchGate
 from helix_context.sources.filters import PathFilter, confined
@@ -435,6 +436,8 @@ class SourcesService:
                     cancelled = key in self._cancel
                 if not cancelled and not self._stopping:
                     self._queue(key, work)  # paused: picked up again on resume
+            except TeamGenomeUnreachable as exc:  # the change waits for the server, not for the next edit
+                self._retry(key, work, f"the team genome is unreachable ({exc})")
             except (GenomeError, OSError) as exc:
                 log.warning("indexing %s failed: %s", key, exc)
                 self._failed[key] = disk_full_reason(self.genome.path, exc) or f"{exc}"
@@ -476,8 +479,8 @@ class SourcesService:
                 return
             self._run_claimed(key, folder, row, work, names)
 
-    def _retry(self, key: str, work: Work) -> None:
-        log.info("%s is being indexed by another backend; trying again in %.0f s", key, CLAIM_RETRY_S)
+    def _retry(self, key: str, work: Work, why: str = "it is being indexed by another backend") -> None:
+        log.info("%s: %s; trying again in %.0f s", key, why, CLAIM_RETRY_S)
         retry = threading.Timer(CLAIM_RETRY_S, self._queue, (key, work))
         retry.daemon = True
         retry.start()

@@ -62,3 +62,15 @@ def test_supervisor_with_a_key_still_sees_its_backends_pid(tmp_path, helix_home)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_password_in_a_url_is_hidden_whatever_it_holds() -> None:
+    """A password holding an unencoded ? # / or @ was split at that character first and shown in part."""
+    from helix_context.redact import redact_url
+
+    for url, shown in (("postgresql://eve:a/b@h/db", "postgresql://***@h/db"),
+                       ("postgresql://alice:S3cr3t:p@ss/w#rd?x@127.0.0.1:5432/team", "postgresql://***@127.0.0.1:5432/team"),
+                       ("http://u:p@h:1/x?api_key=3", "http://***@h:1/x?api_key=***"),
+                       ("/dashboard?api_key=s&theme=dark", "/dashboard?api_key=***&theme=***"),
+                       ("http://127.0.0.1:11434", "http://127.0.0.1:11434")):
+        assert redact_url(url) == shown, url

@@ -40,6 +40,10 @@ class GuardedConnection(psycopg.Connection[tuple[Any, ...]]):
     reported to the genome's Link so /health shows it and new connections back off."""
 
     link: Link | None = None
+    # the Link's epoch when this connection was opened: one opened before a failure may have died with the
+    # server (a restart), and finding that out by a failed statement started a new "outage": a 503 for a
+    # question asked long after the server was back (store.py replaces such a connection before using it)
+    epoch = -1
     # the pipeline a question's read snapshot left open, its COMMIT sent and not yet answered (snapshot.py):
     # any other use of the connection closes it first, so that use sees an ordinary autocommit connection
     # (the pipeline block, its Pipeline, the snapshot's own cursors whose answers are still to come)

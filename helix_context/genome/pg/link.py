@@ -35,10 +35,12 @@ class Link:
         self._next_try = 0.0
         self._error = ""
         self._outages = 0
+        self.epoch = 0  # moves at every failure: connections opened before it may be dead (connections_from)
 
     def failed(self, exc: BaseException | str) -> None:
         """A connection was lost or could not be made (the text is already free of credentials)."""
         with self._lock:
+            self.epoch += 1
             if self._down_since is None:
                 self._down_since = time.time()
                 self._outages += 1

@@ -125,8 +125,12 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
 
     def _raw(self) -> GuardedConnection:
         raw: GuardedConnection | None = getattr(self._local, "raw", None)
+        if raw is not None and raw.epoch != self._link.epoch and not (raw.closed or raw.broken):
+            self._retire_if_idle(raw)  # opened before the link last failed: perhaps dead with its server
         if raw is None or raw.closed or raw.broken:
+            epoch = self._link.epoch
             raw = connect(self.url, link=self._link)
+            raw.epoch = epoch
             try:
                 register_vector(raw)
             except psycopg.ProgrammingError:  # before the first migration created the extension
@@ -138,6 +142,19 @@ class PgGenome(PgCountsMixin, SymbolReadsMixin, LexiconMixin, DoorWritesMixin, R
                     old.close()
                 self._connections.append((threading.current_thread(), raw))
         return raw
+
+    @staticmethod
+    def _retire_if_idle(raw: GuardedConnection) -> None:
+        """Close `raw` unless a transaction of this thread is open on it (that one ends on its own terms)."""
+        try:
+            raw.settle()  # the last question's pipeline, finished here (on a dead link it fails: closed below)
+        except (psycopg.Error, GenomeError):
+            pass
+        if raw.closed or raw.broken or raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            try:
+                raw.close()
+            except psycopg.Error:
+                pass
 
     @property
     def conn(self) -> QmarkConnection:

@@ -14,6 +14,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -100,9 +101,11 @@ def test_a_stopped_server_fails_questions_clearly_shows_in_health_and_the_tray_a
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "ledger.py").write_text(CODE)
     helix = HelixContextManager(chosen, genome=open_genome(chosen))
+    worker = ThreadPoolExecutor(1)  # a request thread whose connection dates from before the outage
     try:
         helix.ingest_path(tmp_path / "repo")
         assert "settle_invoice" in helix.build_context(QUESTION).expressed_context
+        assert "settle_invoice" in worker.submit(helix.build_context, QUESTION).result().expressed_context
         assert helix.health()["genome"]["connection"]["status"] == "ok"
 
         server.stop()
@@ -130,8 +133,12 @@ def test_a_stopped_server_fails_questions_clearly_shows_in_health_and_the_tray_a
         assert back, helix.health()["genome"]
         answered = _wait(lambda: _answers(helix))
         assert answered
+        # the thread that asked nothing during the outage: its connection died with the server, and finding that
+        # out by a failed statement was a 503 and a second "outage" long after the server was back
+        assert "settle_invoice" in worker.submit(helix.build_context, QUESTION).result().expressed_context
         assert helix.health()["genome"]["connection"]["outages"] == 1
     finally:
+        worker.shutdown()
         helix.close()
 
 
@@ -140,3 +147,38 @@ def _answers(helix: HelixContextManager) -> bool:
         return "settle_invoice" in helix.build_context(QUESTION).expressed_context
     except GenomeError:
         return False  # the request connection's backoff has not elapsed yet
+
+
+def test_an_edit_made_while_the_server_is_down_is_indexed_once_it_is_back(
+        server: Server, settings: Settings, server_factory, tmp_path: Path) -> None:
+    """The watcher's change failed on the unreachable genome and was dropped: the folder said "Index up to date"
+    and no teammate ever got the edit, until the file changed again or the backend restarted."""
+    import psycopg
+
+    from helix_context.sources.roots import RootMap
+    from tests.sources.conftest import fast_settings, wait_until, write
+
+    with psycopg.connect(server.admin, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE helix_outage_edit")
+    url = server.admin.replace("/postgres?", "/helix_outage_edit?")
+    root = tmp_path / "repo"
+    write(root / "ledger.py", CODE)
+    RootMap({}).mapped("repo", root).save(settings.home)
+    app = server_factory(fast_settings(settings).replace(genome={"url": url}, embedding={"enabled": False},
+                                                         ner={"enabled": False}))
+    service = app.app.state.sources
+    with app.client() as client:
+        assert client.post("/sources", json={"path": str(root)}).status_code == 202
+        assert service.wait_idle(60) and service.wait_watching(10)
+
+        server.stop()
+        write(root / "ledger.py", CODE + '\n\ndef feed_walrus(fish):\n    """Feed the walrus some fish."""\n'
+                                         '    return fish\n')
+        time.sleep(3.0)  # the watcher's change meets the stopped server
+        server.start()
+
+        def served() -> bool:
+            response = client.post("/context", json={"query": "feed_walrus feed the walrus some fish"})
+            return response.status_code == 200 and "feed_walrus" in response.json()["expressed_context"]
+
+        wait_until(served, timeout=60, what="the edit made during the outage to be indexed")

@@ -138,6 +138,7 @@ def test_the_cli_checks_exports_and_imports_a_team_genome(
     assert "1 live genes missing from the lexical index" in capsys.readouterr().out
     assert cli.main(["export", str(tmp_path / "out.helix")]) == 0 and (tmp_path / "out.helix").exists()
     capsys.readouterr()
-    # import works on a team genome too (pg/portable_import.py): its own export changes nothing
-    assert cli.main(["import", str(tmp_path / "out.helix"), "--json"]) == 0
+    # import works on a team genome too (pg/portable_import.py): its own export changes nothing, and its root
+    # (no source here) is unconfirmed, so every chunk is refused: exit 2 says so
+    assert cli.main(["import", str(tmp_path / "out.helix"), "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["changed"] is False
