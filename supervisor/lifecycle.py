@@ -13,13 +13,12 @@ import queue
 import shutil
 import socket
 import time
-from pathlib import Path
 
 from helix_context import signals
 from helix_context.bind_rule import bind_refusal
-from helix_context.genome.pg.url import safe_url
+from helix_context.backend_identity import other_genome, own_genome
 
-from supervisor.client import BackendClient, Probe
+from supervisor.client import BackendClient
 from supervisor.logs import tail_file
 from supervisor.process import IS_WINDOWS, BackendProcess
 from supervisor.watching import SupervisorWatching
@@ -38,10 +37,10 @@ class BackendLifecycle(SupervisorWatching):
         """Adopt a backend already serving on our port; otherwise start one."""
         probe = self.client.health(timeout=min(1.0, self.cfg.health_timeout_s))
         if probe.ok:
-            other = self._other_genome(probe)
+            other = other_genome(probe.body, self.settings)
             if other is not None:  # another HELIX_HOME's backend: neither serve nor (on restart) kill it
                 self._refuse(f"port {self.settings.server.port} is taken by a Helix backend (pid {probe.pid}) that serves "
-                             f"{other}, not this HELIX_HOME's genome {self._our_genome()}; stop that backend or set "
+                             f"{other}, not this HELIX_HOME's genome {own_genome(self.settings)}; stop that backend or set "
                              "[server] port (HELIX_SERVER_PORT) to another port")
                 return
             bp = BackendProcess.adopt(probe.pid)
@@ -69,26 +68,6 @@ class BackendLifecycle(SupervisorWatching):
             self._refuse(taken)
             return
         self._start_backend()
-
-    def _our_genome(self) -> str:
-        return self.settings.genome.url and safe_url(self.settings.genome.url) or str(self.settings.genome_path)
-
-    def _other_genome(self, probe: Probe) -> str | None:
-        """The genome a healthy backend on our port serves, when it is not ours (None: ours, or it does not say).
-
-        Why: adopting any backend on the port showed another HELIX_HOME's index as this one's, and a restart
-        from the tray killed that other workspace's backend."""
-        genome = probe.body.get("genome")
-        served = genome.get("path") if isinstance(genome, dict) else None
-        if not isinstance(served, str) or not served:
-            return None
-        ours = self._our_genome()
-        if served == ours:
-            return None
-        try:
-            return None if Path(served).resolve() == Path(ours).resolve() else served
-        except (OSError, ValueError):
-            return served
 
     def _after_fatal(self) -> str:
         """What to do once the cause is fixed: a headless supervisor has ended by then, a tray's waits."""

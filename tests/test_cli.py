@@ -126,6 +126,21 @@ def test_the_cli_finds_a_backend_started_on_another_port(live_server, helix_home
     assert [row["path"] for row in listed] == [str(folder.resolve())]
 
 
+def test_the_cli_never_acts_on_another_homes_backend(live_server, helix_home: Path, tmp_path: Path) -> None:
+    """With HELIX_HOME pointing at a home whose backend is not running, `helix sources` went to whatever backend
+    answered on the configured port: another home's, whose index it then changed."""
+    other_home = tmp_path / "other-home"
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nalpha\n")
+    env = {"HELIX_HOME": str(other_home), "HELIX_SERVER_PORT": str(live_server.port)}
+    done = cli("sources", "add", str(folder), env=env)
+    assert done.returncode == 0 and "the backend is indexing it now" not in done.stdout, done.stdout + done.stderr
+    assert httpx.get(f"http://127.0.0.1:{live_server.port}/sources", timeout=10).json()["sources"] == []
+    listed = json.loads(cli("sources", "list", "--json", env=env).stdout)
+    assert [row["path"] for row in listed["sources"]] == [str(folder.resolve())], listed
+
+
 def test_a_backend_that_claims_to_run_but_does_not_answer_is_exit_3(helix_home: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     signals.write_server_state("running", pid=os.getpid(), home=helix_home, url=dead)  # a live pid, no answer

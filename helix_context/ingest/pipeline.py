@@ -38,7 +38,7 @@ from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
 from helix_context.models import Gene, Provenance
 from helix_context.safe_open import ReadRule, Refusal, read_file
-from helix_context.sources.roots import RootMap, is_shared
+from helix_context.sources.roots import RootMap
 
 log = logging.getLogger("helix.ingest")
 
@@ -86,6 +86,12 @@ class IngestReport:
             f"{self.bytes / 1e6:.2f} MB in {self.seconds:.2f} s",
         ]
         return ", ".join(parts)
+
+
+def _may_pass(reason: str) -> bool:
+    """A walk or read refusal that a later try may not meet (a permission, a file mid-write, a stalled network
+    folder): the file keeps what it held until then. Any other (gone, a link, too large) retires it."""
+    return reason.startswith(("unreadable", "it changed while")) or "stalled" in reason
 
 
 class ApiTextRefused(IngestRefused):
@@ -220,6 +226,7 @@ class Ingestor:
         cfg = self.settings.ingest
         entries: list[FileEntry] = []
         walked_roots: list[Path] = []
+        kept: set[str] = set()
         for item in walk(paths, max_file_bytes=cfg.max_file_bytes, ignore=cfg.ignore,
                          respect_gitignore=cfg.respect_gitignore, follow_symlinks=cfg.follow_symlinks,
                          confine_to=confine_to):
@@ -228,8 +235,8 @@ class Ingestor:
             elif isinstance(item, Skipped):
                 report.files_seen += 1
                 report.skip(item.path, item.reason)
-                if item.reason.startswith(("does not exist", "symlink not followed")):
-                    self._retire_missing_file(self.stored_name(item.path), report)  # gone, or now a link
+                if _may_pass(item.reason):
+                    kept.add(self.stored_name(item.path))  # a read that may work next time keeps what it held
             elif isinstance(item, WalkedRoot):
                 walked_roots.append(item.root)
 
@@ -239,14 +246,20 @@ class Ingestor:
 
         self._ingest_entries(entries, known, project, progress, report)
 
-        seen = {self.stored_name(e.path) for e in entries}
-        for root in walked_roots:
-            prefix = self.stored_name(root)
-            for path in list(known):
-                if path not in seen and (path == prefix or path.startswith(prefix.rstrip("/\\") + ("\\" if "\\" in prefix else "/"))):
-                    local = self.roots.local_path(path) if is_shared(path) else Path(path)
-                    if local is not None and not local.exists():
-                        self._retire_missing_file(path, report)
+        # what a walk no longer yields as a file to index retires: gone, a link or a folder now, ignored since (a
+        # .gitignore edit), too large: the index holds what a fresh ingest would hold, no more
+        seen = {self.stored_name(e.path) for e in entries} | kept
+        prefixes = [(p, p.rstrip("/\\") + ("\\" if "\\" in p else "/")) for p in map(self.stored_name, walked_roots)]
+
+        def walked(path: str) -> bool:
+            return any(path == prefix or path.startswith(under) for prefix, under in prefixes)
+
+        gone = {path for path in known if path not in seen and walked(path)}
+        # a file named on its own (not inside a walked folder) that is skipped now: looked up one by one
+        gone.update(path for path in (self.stored_name(s["path"]) for s in report.files_skipped
+                                      if not s["path"].startswith("<")) if path not in seen and not walked(path))
+        for path in sorted(gone):
+            self._retire_missing_file(path, report)  # a path never indexed has no record: nothing happens
         report.seconds = time.perf_counter() - started
         return report
 
@@ -302,12 +315,13 @@ class Ingestor:
                                              cfg.read_timeout_s))
         if isinstance(got, Refusal):
             report.skip(key, got.reason)
-            if got.gone or got.link:  # what was indexed under this name is no longer there to read
+            if not _may_pass(got.reason):  # gone, a link, too large, not a file: what it held retires
                 self._retire_missing_file(key, report)
             return None
         data = got.data
         if is_binary(data):
             report.skip(key, "binary file")
+            self._retire_missing_file(key, report)  # its old text would be served, and asked to be re-read, forever
             return None
         content_hash = hashlib.sha256(data).hexdigest()
         record = FileRecord(key, project or find_project(entry.path, entry.root), len(data), got.mtime_ns,
@@ -324,6 +338,7 @@ class Ingestor:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             report.skip(key, f"not valid UTF-8 (byte {exc.start}); convert it to UTF-8 to index it")
+            self._retire_missing_file(key, report)
             return None
         if text.startswith("\ufeff"):
             text = text[1:]

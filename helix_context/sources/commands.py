@@ -19,6 +19,7 @@ import httpx
 import psutil
 
 from helix_context import signals
+from helix_context.backend_identity import other_genome
 from helix_context.sources.projects import default_project
 from helix_context.config import Settings
 from helix_context.genome import sources_sql
@@ -42,15 +43,21 @@ class Backend:
 
     def __init__(self, settings: Settings, timeout: float = 10.0, url: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self.settings = settings
         self.url = url or settings.base_url
         self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def answers(self) -> bool:
+        """It answers /health, and as this HELIX_HOME's backend (another home's on the same port is not ours)."""
         try:
-            self.client.get("/health", timeout=1.5)
+            response = self.client.get("/health", timeout=1.5)
         except httpx.HTTPError:
             return False
-        return True
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        return not isinstance(body, dict) or other_genome(body, self.settings) is None
 
     @classmethod
     def find(cls, settings: Settings) -> Backend | None:

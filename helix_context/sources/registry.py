@@ -103,3 +103,9 @@ def record_remove(genome: GenomeStore, raw: str | Path, *, forget: bool,
         return {"path": row.path, "removed": False, "pending": "forget"}
     genome.delete_source(row.path)
     return {"path": row.path, "removed": True, "pending": None}
+
+
+def inside_folder(path: str, folder: str) -> bool:
+    """`path` is `folder` or lies under it (stored names: absolute paths, or `@ROOT/…` on a team genome)."""
+    return path == folder or path.startswith(folder.rstrip("/\\") + ("\\" if "\\" in folder else "/"))
+

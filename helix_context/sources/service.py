@@ -47,7 +47,7 @@ from helix_context.sources.filters import PathFilter, confined
 from helix_context.sources.projects import assign, check_project_name, ensure_projects
 from helix_context.sources.names import SourceNames
 from helix_context.sources.rechecks import Rechecks
-from helix_context.sources.registry import find, resolve_folder
+from helix_context.sources.registry import find, inside_folder, resolve_folder
 from helix_context.sources.summary import IndexState, disk_full_reason, no_space, summary_line
 from helix_context.sources.watcher import FolderWatcher
 from helix_context.sources.work import Indexer, Interrupted, Progress, Work
@@ -524,20 +524,26 @@ class SourcesService:
     def _paths(self, key: str, root: Path, project: str | None, paths: set[str], names: SourceNames) -> None:
         """The watcher's changed files (paths on this machine; stored under `names.stored` of each)."""
         files: list[str] = []
+        skips = self._skips.setdefault(key, {})
+        listed = dict(skips)
         for raw in sorted(paths):
             path = Path(raw)
             stored = names.stored(raw)
             if path.exists() and not confined(root, path, follow_symlinks=self.settings.ingest.follow_symlinks):
                 # a symlink (to ~/.ssh, to /etc …) is never followed unless [ingest] follow_symlinks says so,
-                # exactly as the walk does; a file it replaced retires
+                # exactly as the walk does; a file it replaced retires, and the folder's list shows the link
                 if self.genome.file_record(stored) is not None:
                     self.genome.retire_source(stored)
+                skips[raw] = "symlink not followed ([ingest] follow_symlinks = false)"
                 continue
             if path.exists() or self.genome.file_record(stored) is not None:
                 files.append(raw)
             else:  # a folder that was deleted or renamed away: each file it held retires
+                skips.pop(raw, None)  # a skipped file deleted is no longer skipped
                 files.extend(local for p in self.genome.paths_under(stored) if (local := names.local(p)))
         if not files:
+            if skips != listed or paths:  # counts and the skipped list follow what was retired or refused
+                self._record(key, IngestReport())
             return
         groups: dict[str | None, list[str]] = {}
         for raw in dict.fromkeys(files):
@@ -547,7 +553,6 @@ class SourcesService:
         if total >= 8 and not self.settings.embedding.enabled:
             self._index().start_parse_workers()  # a checkout without embeddings: parsed on every core
         done = 0
-        skips = self._skips.setdefault(key, {})
         last: IngestReport | None = None
         with self._cond:
             self._progress = Progress(key, 0, total, "changes")
@@ -597,8 +602,13 @@ class SourcesService:
             row = self.genome.get_source(key)
             if self.names().team and row is not None and row.pending != "forget":
                 return  # added again (by any backend) while this waited for the claim: the add wins
-            for path in self.genome.paths_under(key):
-                self.genome.retire_source(path)
+            # a source around this one (a folder and its subfolder both added) keeps these files: its pass
+            # indexes them again under its own project instead
+            around = [r.path for r in self.genome.list_sources() if r.path != key and inside_folder(key, r.path)]
+            if not around:
+                for path in self.genome.paths_under(key):
+                    self.genome.retire_source(path)
             self.genome.delete_source(key)
         self._skips.pop(key, None)
-
+        for outer in around:
+            self._queue(outer, Work(full=True))

@@ -83,6 +83,7 @@ class FolderWatcher:
         key = self.key
         while not self._stop.is_set():
             if not self.root.is_dir():
+                self._lost = ""  # its return is a pass of its own (_on_back)
                 if not missing:
                     missing = True
                     log.warning("watched folder %s is gone; looking for it every %.0f s", key,
@@ -97,8 +98,9 @@ class FolderWatcher:
                 self._on_back(key)
             try:
                 self._watch(key)
-            except FileNotFoundError:
-                continue  # removed between the check and the watch: the loop reports it
+            except FileNotFoundError:  # removed under the watch (or between the check and it): the loop reports it,
+                self._lost = "the folder was replaced"  # and a folder already made again is rescanned when watched
+                continue
             except Exception as exc:  # a watch that breaks must not take the backend with it
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._lost = self.error
@@ -122,6 +124,7 @@ class FolderWatcher:
         from watchfiles._rust_notify import RustNotify
 
         cfg = self.settings
+        watched = _identity(self.root)
         with RustNotify([folder], False, self.polling, cfg.poll_interval_ms, True, True) as notify:
             self.ready.set()
             if self._lost:  # the new watch is in place: now a walk finds whatever the old one missed
@@ -140,12 +143,31 @@ class FolderWatcher:
                     return
                 if raw in ("stop", "signal"):
                     return
+                root_deleted = False
                 if not isinstance(raw, str):  # a set of (change, path); "timeout" otherwise
+                    root_deleted = any(change == DELETED and path == folder for change, path in raw)
                     paths = {path for _change, path in raw if self._wanted(path)}
                     if paths:
                         self._on_changes(key, paths)
-                if not self.root.is_dir():
+                if root_deleted or _identity(self.root) != watched:
+                    # gone, or deleted and made again (`rm -rf d && git clone … d`; the new folder may even reuse
+                    # the old one's inode): the OS watch stays on the old folder, which never speaks again, and
+                    # whatever the new one got before the next watch is in place is found by the rescan
+                    self._lost = "the folder was replaced"
+                    log.info("watched folder %s is gone or was replaced; watching it anew", key)
                     return
+
+
+DELETED = 3  # watchfiles' Change.deleted, as the Rust watcher reports it
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """Which folder is at the path (device and inode; None when none is)."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def undecodable(exc: BaseException) -> bool:

@@ -342,3 +342,82 @@ def test_a_name_that_is_not_utf8_costs_only_that_file(settings, server_factory, 
         # the watch still works after the rebuild: the next edit is followed as usual
         write(root / "src" / "after.py", "def after_the_bad_name():\n    return 'kestrelfin'\n")
         wait_until(lambda: _indexed(service, root.resolve() / "src" / "after.py"), what="a later file")
+
+
+def test_a_folder_deleted_and_made_again_at_once_is_watched_again(service_factory, tmp_path: Path) -> None:
+    """`rm -rf d && git clone … d`: the folder was back before the watcher looked, so its OS watch stayed on the
+    deleted folder and nothing in the new one was ever indexed, while the list said "watching"."""
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    shutil.rmtree(root)
+    write(root / "b.py", "def second_stork():\n    return 2\n")
+    wait_until(lambda: _indexed(service, root.resolve() / "b.py"), timeout=30, what="the new folder's file")
+    write(root / "c.py", "def third_crane():\n    return 3\n")
+    wait_until(lambda: _indexed(service, root.resolve() / "c.py"), timeout=30, what="watching the new folder")
+    wait_until(lambda: not _indexed(service, root.resolve() / "src" / "mod_0.py"), what="the old files to retire")
+
+
+def test_a_file_that_becomes_ignored_unreadable_or_a_folder_leaves_the_index(service_factory, tmp_path: Path) -> None:
+    """A file newly ignored by .gitignore, grown past max_file_bytes, turned binary or replaced by a folder of its
+    name kept its old chunks for good (served, and a packet kept asking to re-ingest it), even after a full pass."""
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    for name in ("ignored", "grown", "binary", "folder"):
+        write(root / "extra" / f"{name}.py", f"def {name}_marmoset():\n    return 1\n")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    extra = root.resolve() / "extra"
+    assert all(_indexed(service, extra / f"{n}.py") for n in ("ignored", "grown", "binary", "folder"))
+
+    write(root / ".gitignore", "extra/ignored.py\n")
+    write(extra / "grown.py", "def grown_marmoset():\n    return 1\n" + "# padding\n" * 250_000)  # 2.5 MB
+    (extra / "binary.py").write_bytes(b"\x00\x01\x02" * 1000)
+    (extra / "folder.py").unlink()
+    write(extra / "folder.py" / "inside.py", "def inside_wren():\n    return 1\n")
+    for name in ("ignored", "grown", "binary", "folder"):
+        wait_until(lambda n=name: not _indexed(service, extra / f"{n}.py"), timeout=30, what=f"{name}.py to retire")
+        assert service.genome.genes_for_source(str(extra / f"{name}.py")) == []
+    wait_until(lambda: _indexed(service, extra / "folder.py" / "inside.py"), what="the folder's own file")
+
+
+def test_forgetting_a_subfolder_source_keeps_its_files_in_the_folder_around_it(service_factory, tmp_path: Path) -> None:
+    """`sources remove SUBFOLDER --forget` retired the subfolder's files though the parent source still watches
+    them: questions about them found nothing until each file changed again."""
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    sub = root.resolve() / "src"
+    service.add(str(sub), project="srcproj")
+    assert service.wait_idle(30)
+    inner = sorted(service.genome.paths_under(str(sub)))
+    assert inner
+    service.remove(str(sub), forget=True)
+    assert service.wait_idle(30)
+    assert [row["path"] for row in service.status()["sources"]] == [str(root.resolve())]
+    wait_until(lambda: all(_indexed(service, Path(p)) for p in inner), what="the subfolder's files to stay indexed")
+    wait_until(lambda: {r.project for p in inner if (r := service.genome.file_record(p))} == {"proj"},
+               what="them to be the parent's project again")
+
+
+def test_the_folders_row_follows_a_file_turned_link_and_a_skipped_file_deleted(service_factory, tmp_path: Path) -> None:
+    """A file replaced by a symlink left the row counting it (and the link unlisted); a skipped file deleted
+    stayed listed as skipped."""
+    service = service_factory()
+    root = make_tree(tmp_path / "proj")
+    service.add(str(root))
+    assert service.wait_idle(30) and service.wait_watching(10)
+    src = root.resolve() / "src"
+    (src / "mod_0.py").unlink()
+    (src / "mod_0.py").symlink_to(tmp_path / "elsewhere.py")
+    (tmp_path / "elsewhere.py").write_text("SECRET = 1\n")
+    wait_until(lambda: (row := service.status()["sources"][0])["files"] == 5
+               and any(s["path"] == str(src / "mod_0.py") for s in row["skipped"]), what="the row to count 5 files")
+    (src / "big.bin.py").write_bytes(b"\x00" * 10)  # binary: skipped and listed
+    wait_until(lambda: any(s["path"].endswith("big.bin.py") for s in service.status()["sources"][0]["skipped"]),
+               what="the binary file to be listed")
+    (src / "big.bin.py").unlink()
+    wait_until(lambda: not any(s["path"].endswith("big.bin.py") for s in service.status()["sources"][0]["skipped"]),
+               what="the deleted file to leave the skipped list")
