@@ -281,8 +281,13 @@ def _online(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
         # resolved here: the backend's working folder is not the user's
         path = str(registry.resolve_folder(args.path))
         row = backend.call("POST", "/sources", json={"path": path, "project": args.project})
-        return {**row, "message": f"added {row['path']}: the backend is indexing it now "
-                                  "(`helix sources list` shows the progress)"}
+        if row.get("state") == "paused":  # the row as the backend describes it: say what will happen
+            then = "indexing is paused: `helix sources resume` indexes it"
+        elif row.get("state") in ("missing", "error", "unmapped", "other_branch"):
+            then = f"not indexed now ({row['state']}: {row.get('last_error') or 'see `helix sources list`'})"
+        else:
+            then = "the backend is indexing it now (`helix sources list` shows the progress)"
+        return {**row, "message": f"added {row['path']}: {then}"}
     if args.action == "remove":
         result = backend.call("DELETE", "/sources", json={"path": registry.lookup_key(args.path),
                                                           "forget": args.forget})

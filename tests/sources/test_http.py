@@ -114,6 +114,9 @@ def test_pause_and_resume_over_http_and_from_the_cli(server_factory, settings: S
         code, out, _ = _helix(capsys, "sources", "pause")
         assert code == 0 and out.strip() == "Indexing paused, 1 folder"
         assert client.get("/sources").json()["paused"] is True
+        later = make_tree(tmp_path / "later")  # added while paused: it said "the backend is indexing it now"
+        code, out, _ = _helix(capsys, "sources", "add", str(later))
+        assert code == 0 and "indexing is paused: `helix sources resume` indexes it" in out, out
         write(root / "src" / "mod_0.py", "def edited_during_pause():\n    return 0\n")
         resumed = client.post("/sources/resume").json()
         assert resumed["paused"] is False

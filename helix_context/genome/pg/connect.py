@@ -135,7 +135,7 @@ def connect(url: str, *, autocommit: bool = True, link: Link | None = None) -> G
             link.failed(said)
         raise GenomeError(f"cannot reach the team genome at {safe_url(url)}: {said}. "
                           "Check the host, port, database name and credentials (URL, PGPASSFILE or PGPASSWORD), "
-                          "and that the server runs; Helix retries by itself") from None
+                          "and that the server runs; a running backend retries by itself") from None
     if link is not None:
         conn.link = link  # the connection is made here: this is its construction, not a later change
         link.succeeded()

@@ -74,8 +74,8 @@ class Link:
     def _message(self, then: str) -> str:
         since = time.strftime("%H:%M:%S", time.localtime(self._down_since or time.time()))
         return (f"the team genome at {self._url} is unreachable since {since} ({self._error}); "
-                f"Helix retries by itself ({then}); nothing was changed. Check that the database server runs "
-                "and is reachable, then ask again")
+                f"a running backend retries by itself ({then}); nothing was changed. Check that the database "
+                "server runs and is reachable, then ask again")
 
     def state(self) -> dict[str, Any]:
         """For /health: status ok | reconnecting, since when, tries so far, the last error (redacted)."""
