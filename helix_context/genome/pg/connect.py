@@ -165,7 +165,9 @@ def check_server(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None
                               "Helix again") from None
         except psycopg.errors.InsufficientPrivilege:
             raise GenomeError(f"the database of {safe_url(url)} lacks the `vector` extension and this user may not "
-                              "create it: ask the database owner to run `CREATE EXTENSION vector;`") from None
+                              "create it (pgvector is not a trusted extension: creating it takes a superuser, "
+                              "even for the database's owner): ask an administrator of the server to run "
+                              "`CREATE EXTENSION vector;` in that database") from None
         have = conn.execute(_VECTOR).fetchone()
     if have is not None:
         parts = tuple(int(p) for p in str(have[0]).split(".")[:2] if p.isdigit())
