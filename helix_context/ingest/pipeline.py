@@ -38,7 +38,7 @@ from helix_context.ingest.parallel import ParseJob, ParsePool, Scheduler
 from helix_context.ingest.walk import FileEntry, Skipped, WalkedRoot, walk
 from helix_context.models import Gene, Provenance
 from helix_context.safe_open import ReadRule, Refusal, read_file
-from helix_context.sources.roots import RootMap
+from helix_context.sources.roots import RootMap, is_shared
 
 log = logging.getLogger("helix.ingest")
 
@@ -254,7 +254,7 @@ class Ingestor:
         def walked(path: str) -> bool:
             return any(path == prefix or path.startswith(under) for prefix, under in prefixes)
 
-        gone = {path for path in known if path not in seen and walked(path)}
+        gone = {path for path in known if path not in seen and walked(path) and self._not_here(path)}
         # a file named on its own (not inside a walked folder) that is skipped now: looked up one by one
         gone.update(path for path in (self.stored_name(s["path"]) for s in report.files_skipped
                                       if not s["path"].startswith("<")) if path not in seen and not walked(path))
@@ -264,6 +264,16 @@ class Ingestor:
         return report
 
     # ── internals ──
+
+    def _not_here(self, path: str) -> bool:
+        """Whether this machine may retire an indexed file its walk did not yield. A team genome's file (a shared
+        name) only when it is no file in this checkout (gone, a folder or a link now): what this machine's own
+        ignore rules or size limit leave out may be a teammate's to index. A personal genome's always: it holds
+        what a fresh ingest here would."""
+        if not is_shared(path):
+            return True
+        local = self.roots.local_path(path)
+        return local is not None and not local.is_file()
 
     def _retire_missing_file(self, path: str, report: IngestReport) -> None:
         if self.genome.file_record(path) is None:
