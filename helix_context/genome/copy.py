@@ -4,8 +4,9 @@ Why through the write door and not table by table: each backend lays its rows ou
 (ids, full-text index, vector codes), so the copy reads what retrieval needs — each file's genes
 with their spans in that file, their symbols and vectors — and writes it with `replace_sources`,
 the way an ingest would. The copy therefore answers the same questions with the same pointers
-(tests/genome/pg/test_pg_copy.py). Not copied: retired genes, and genes no file holds (texts
-posted to /ingest without a path); the summary counts them.
+(tests/genome/pg/test_pg_copy.py). The sources (folders kept indexed) are copied under the names their
+files have. Not copied: retired genes, and genes no file holds (texts posted to /ingest without a path); the
+summary counts them.
 
 Vectors: the target records the source's embedding model, so its vectors are searched as that model's (a
 target left at its default would have labelled a code-minilm genome's vectors MiniLM, and a MiniLM backend
@@ -70,7 +71,11 @@ def copy_genome(src: GenomeStore, dst: GenomeStore, *, progress: Callable[[int, 
             copied_genes += result.added
         if progress is not None:
             progress(copied_files, len(records))
+    # the folders kept indexed travel too, under the names their files have: a backend on the copy watches them
+    sources = [row for row in src.list_sources() if row.pending is None and row.state != "removing"]
+    for row in sources:
+        dst.add_source(row.path, row.project, row.added_at)
     live = src.live_gene_count()
-    return {"files": copied_files, "genes": copied_genes, "source_live_genes": live,
+    return {"files": copied_files, "genes": copied_genes, "sources": len(sources), "source_live_genes": live,
             "not_copied_genes": max(0, live - dst.live_gene_count()), "target": str(dst.path),
             "vector_model": src.vector_model, "left_to_embed": list(dict.fromkeys(left_to_embed))}

@@ -25,14 +25,16 @@ def test_copy_to_postgres_and_back_keeps_the_answers(settings: Settings, pg_url:
     chosen = settings.replace(ner={"enabled": False})
     lite = HelixContextManager(chosen)
     lite.ingest_path(tree)
+    lite.genome.add_source(str(tree), "demo", 1.0)  # a folder kept indexed: it travels with its files
     want = {q: _pointers(lite, q) for q in QUESTIONS}
     lite.close()
 
     assert main(["genome", "copy", "--to", pg_url]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["files"] == 6 and summary["not_copied_genes"] == 0
+    assert summary["files"] == 6 and summary["not_copied_genes"] == 0 and summary["sources"] == 1
     team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
     try:
+        assert [(r.path, r.project) for r in team.genome.list_sources()] == [(str(tree), "demo")]
         for q in QUESTIONS:  # the same answer first; below it, int8 vectors differ with their batch (session 30),
             got = _pointers(team, q)  # so near-ties may swap: the same pointers, near the same places
             assert got[0] == want[q][0] and set(want[q][:3]) <= set(got[:5]), (q, got[:5], want[q][:3])
@@ -46,6 +48,7 @@ def test_copy_to_postgres_and_back_keeps_the_answers(settings: Settings, pg_url:
     assert "already holds files" in capsys.readouterr().err
     again = HelixContextManager(chosen, genome=Genome(back))
     try:
+        assert [(r.path, r.project) for r in again.genome.list_sources()] == [(str(tree), "demo")]
         for q in QUESTIONS:
             assert _pointers(again, q)[:3] == want[q][:3], q
     finally:
