@@ -39,6 +39,22 @@ def _query_param(raw: bytes, name: str) -> str:
     return values[0] if values else ""
 
 
+# Every answer: no page of another site may frame one of ours (a click there on "Remove + forget" inside an
+# invisible frame of the dashboard is a same-origin request the cross-site rule cannot tell apart), no URL of
+# ours (the dashboard's `?api_key=`) is sent on as a Referer, and no answer is read as another type than it says.
+_PAGE_HEADERS = [(b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
+                 (b"referrer-policy", b"no-referrer"), (b"x-content-type-options", b"nosniff")]
+
+
+def _with_page_headers(send: Send) -> Send:
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *_PAGE_HEADERS]}
+        await send(message)
+
+    return wrapped
+
+
 def _with_cookie(send: Send, name: str, value: str) -> Send:
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -180,6 +196,7 @@ class GuardMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        send = _with_page_headers(send)
         if refusal is not None:
             await _send_json(send, *refusal)
             return

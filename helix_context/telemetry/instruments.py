@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
+from helix_context.redact import redact_url
 from helix_context.telemetry.attrs import BoundedValues, finite_number
 from helix_context.telemetry.export import EXPORT_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, make_exporter, package_version
 from helix_context.telemetry.reader import add_metric
@@ -101,7 +102,7 @@ class Telemetry:
         section = settings.telemetry
         self.enabled_export: bool = bool(section.enabled)
         self.export_protocol = str(section.protocol)
-        self.export_endpoint = str(section.endpoint)
+        self.export_endpoint = redact_url(str(section.endpoint))  # shown on the dashboard: never a password
         self._closed = False
         self._lock = threading.Lock()
 

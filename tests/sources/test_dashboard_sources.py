@@ -168,3 +168,60 @@ def test_the_sources_panel_adds_pauses_and_removes_folders(browser, server_facto
     assert seen and all(o == origin and site == "same-origin" for _m, _p, o, site in seen), seen
     assert {(m, p) for m, p, _o, _s in seen} >= {("POST", "/sources"), ("POST", "/sources/pause"),
                                                   ("POST", "/sources/resume"), ("DELETE", "/sources")}
+
+
+def test_another_sites_page_cannot_frame_the_dashboard_and_the_key_leaves_the_address(browser, server_factory,
+                                                                                       settings, tmp_path: Path) -> None:
+    """A page of any site framed the dashboard invisibly: a click there on "Remove + forget" was a same-origin
+    request, which the cross-site rule cannot tell apart. And the key a browser brings once in the URL stayed in
+    the address bar, its history and bookmarks."""
+    import http.server
+    import threading
+
+    from tests.conftest import free_port
+
+    server = server_factory(fast_settings(settings).replace(api_key="frame-test-key"))
+    evil_port = free_port()
+    page_html = (f'<html><body><iframe id="f" src="{server.url}/dashboard?api_key=frame-test-key#sources">'
+                 "</iframe></body></html>").encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page_html)))
+            self.end_headers()
+            self.wfile.write(page_html)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", evil_port), Evil)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        page = browser(f"http://localhost:{evil_port}/")
+        wait_until(lambda: page.js("document.readyState") == "complete", what="the other site's page")
+
+        # what the frame shows: the dashboard's own page would have a title and its Sources panel
+        import time
+
+        time.sleep(2.0)
+        # a frame of another site runs as a target of its own (site isolation): ask each what it shows
+        targets = page.send("Target.getTargets")["targetInfos"]
+        assert any(t["type"] == "page" and t["url"].startswith(f"http://localhost:{evil_port}") for t in targets)
+        shown = []
+        for target in (t for t in targets if t["type"] == "iframe"):
+            session = page.send("Target.attachToTarget", targetId=target["targetId"], flatten=True)["sessionId"]
+            page.ws.send(json.dumps({"id": 999, "sessionId": session, "method": "Runtime.evaluate",
+                                     "params": {"expression": "location.href + ' ' + !!document.getElementById"
+                                                              "('sources')", "returnByValue": True}}))
+            while (message := json.loads(page.ws.recv(timeout=30))).get("id") != 999:
+                pass
+            shown.append(message["result"]["result"].get("value"))
+        assert not [s for s in shown if s and s.endswith(" true")], shown  # no frame shows the dashboard
+
+        page.send("Page.navigate", url=f"{server.url}/dashboard?api_key=frame-test-key&theme=dark")
+        wait_until(lambda: page.js("document.readyState") == "complete" and page.js("location.search") == "?theme=dark",
+                   what="the key to leave the address bar")
+    finally:
+        evil.shutdown()

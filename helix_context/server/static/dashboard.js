@@ -676,7 +676,17 @@
     btn.title = "Theme: " + theme;
     btn.textContent = theme === "dark" ? "☾" : theme === "light" ? "☀" : "◐";
   }
+  function forgetKeyInAddress() {
+    // the key came once in the URL (?api_key=); the server set a cookie from it, so the address bar, history
+    // and bookmarks need not keep it
+    const params = new URLSearchParams(location.search);
+    if (!params.has("api_key")) return;
+    params.delete("api_key");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
   function initTheme() {
+    forgetKeyInAddress();
     let theme = new URLSearchParams(location.search).get("theme");
     if (!THEMES.includes(theme)) {
       try { theme = localStorage.getItem("helix-theme"); } catch (e) { theme = null; }
