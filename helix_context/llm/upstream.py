@@ -344,7 +344,7 @@ class UpstreamClient:
             raise UpstreamError(f"the upstream {self.url} answered {path} with JSON that is not a chat completion "
                                 f"object: {raw[:200]!r}", code="upstream_bad_response")
         # relayed as it came only when it already is the OpenAI answer, in UTF-8; else the dict is encoded
-        relay = raw if kind == "openai" and isinstance(data, dict) and json.detect_encoding(raw) == "utf-8" else None
+        relay = raw if kind == "openai" and json.detect_encoding(raw) == "utf-8" else None  # data is a dict here
         answer = Answer(finished=True)
         try:
             answer.text = data["choices"][0]["message"].get("content") or ""

@@ -525,7 +525,6 @@ class SourcesService:
         """The watcher's changed files (paths on this machine; stored under `names.stored` of each)."""
         files: list[str] = []
         skips = self._skips.setdefault(key, {})
-        listed = dict(skips)
         for raw in sorted(paths):
             path = Path(raw)
             stored = names.stored(raw)
@@ -542,7 +541,7 @@ class SourcesService:
                 skips.pop(raw, None)  # a skipped file deleted is no longer skipped
                 files.extend(local for p in self.genome.paths_under(stored) if (local := names.local(p)))
         if not files:
-            if skips != listed or paths:  # counts and the skipped list follow what was retired or refused
+            if paths:  # counts and the skipped list follow what was retired or refused
                 self._record(key, IngestReport())
             return
         groups: dict[str | None, list[str]] = {}

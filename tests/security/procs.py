@@ -73,3 +73,13 @@ def kill_tree(pid: int) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(procs, timeout=5)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ask a started process to stop (SIGTERM) and wait; whatever of its tree is left then is killed."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    finally:
+        kill_tree(proc.pid)
+

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from security.procs import env_for, free_port, kill_tree, start
+from security.procs import env_for, free_port, kill_tree, start, stop
 
 KEY = "k-" + "7" * 30
 
@@ -182,11 +182,7 @@ def test_serve_logs_go_to_a_rotating_file_not_stdout(tmp_path: Path) -> None:
         for _ in range(60):  # about 6 KB of access lines: rotated past both backups
             assert httpx.get(f"http://127.0.0.1:{port}/stats", timeout=30).status_code == 200
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        finally:
-            kill_tree(proc.pid)
+        stop(proc)
     terminal = out.read_text()
     assert "GET /stats" not in terminal, terminal[-2000:]
     logs = home / "logs"

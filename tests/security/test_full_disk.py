@@ -183,8 +183,6 @@ def test_a_reembed_stopped_by_a_full_disk_waits_then_resumes_once_there_is_room(
 def test_helix_ingest_and_export_on_a_full_disk_say_so_and_exit_4(small_home: Path, tmp_path: Path) -> None:
     """The CLI printed an ingest that stored part of a folder as a success (exit 0), and an export, vacuum or
     checkpoint on a full disk as a traceback."""
-    import sys
-
     from tests.conftest import REPO
 
     def helix(*args: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from security.procs import env_for, free_port, kill_tree, start, wait_health
+from security.procs import env_for, free_port, start, stop, wait_health
 from tests.stdlib_logging import build_genome, copy_logging
 
 
@@ -37,11 +37,7 @@ def test_a_re_embed_after_a_model_change_is_written_to_serve_log(tmp_path: Path)
             time.sleep(0.2)
         assert reembed and reembed["state"] == "done" and reembed["done"] == genes, reembed
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        finally:
-            kill_tree(proc.pid)
+        stop(proc)
     log = (home / "logs" / "serve.log").read_text(encoding="utf-8")
     assert f"re-embedding {genes} genes in the background" in log, log[-3000:]
     assert f"re-embedding for all-MiniLM-L6-v2-int8 done: {genes} genes" in log, log[-3000:]

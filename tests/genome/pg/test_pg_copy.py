@@ -17,6 +17,14 @@ from .conftest import fresh_database
 from .test_pg_parity import QUESTIONS, _pointers, tree  # noqa: F401  (tree: the fixture, used by name)
 
 
+def _answers_alike(helix: HelixContextManager, want: dict[str, Any]) -> None:
+    """The same answer first; below it, int8 vectors differ with their batch (session 30), so near-ties may swap:
+    the same pointers, near the same places."""
+    for q in QUESTIONS:
+        got = _pointers(helix, q)
+        assert got[0] == want[q][0] and set(want[q][:3]) <= set(got[:5]), (q, got[:5], want[q][:3])
+
+
 def test_copy_to_postgres_and_back_keeps_the_answers(settings: Settings, pg_url: str, tree: Path,  # noqa: F811
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,9 +43,7 @@ def test_copy_to_postgres_and_back_keeps_the_answers(settings: Settings, pg_url:
     team = HelixContextManager(chosen.replace(genome={"url": pg_url}))
     try:
         assert [(r.path, r.project) for r in team.genome.list_sources()] == [(str(tree), "demo")]
-        for q in QUESTIONS:  # the same answer first; below it, int8 vectors differ with their batch (session 30),
-            got = _pointers(team, q)  # so near-ties may swap: the same pointers, near the same places
-            assert got[0] == want[q][0] and set(want[q][:3]) <= set(got[:5]), (q, got[:5], want[q][:3])
+        _answers_alike(team, want)
     finally:
         team.close()
 
@@ -284,8 +290,6 @@ def test_an_import_into_a_team_genome_embeds_again_genes_that_came_with_another_
     try:
         assert team.genome.genes_missing_embeddings(10) == []
         assert team.genome.integrity_check() == []
-        for q in QUESTIONS:  # the same answer first; below it, int8 vectors differ with their batch (session 30),
-            got = _pointers(team, q)  # so near-ties may swap: the same pointers, near the same places
-            assert got[0] == want[q][0] and set(want[q][:3]) <= set(got[:5]), (q, got[:5], want[q][:3])
+        _answers_alike(team, want)
     finally:
         team.close()
